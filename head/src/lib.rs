@@ -1,0 +1,2 @@
+//! The superfluid head.
+#![forbid(unsafe_code)]

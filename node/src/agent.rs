@@ -1,0 +1,1 @@
+//! The node agent: dials the head over Link F and serves generation streams.

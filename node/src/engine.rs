@@ -1,0 +1,77 @@
+//! The engine contract: what the node agent and benchmarks call.
+
+use superfluid_proto::{GenerateEvent, GenerateRequest, ModelDescription};
+use tokio::sync::mpsc;
+
+/// What an engine serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// The model id (GGUF file stem) and its limits.
+    pub model: ModelDescription,
+}
+
+/// A running generation. Events arrive in order and end with
+/// [`GenerateEvent::Finished`] or [`GenerateEvent::Failed`].
+///
+/// Dropping it cancels the generation: the engine notices the closed channel
+/// at its next step and frees the slot.
+#[derive(Debug)]
+pub struct Generation {
+    /// The generation's events.
+    pub events: mpsc::UnboundedReceiver<GenerateEvent>,
+}
+
+/// Why the engine could not start or take a request.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The model file could not be loaded.
+    #[error("could not load model {path}: {reason}; check the path, or run scripts/setup to install the default model")]
+    Load {
+        /// The model file.
+        path: String,
+        /// What llama.cpp said.
+        reason: String,
+    },
+    /// The context could not be created (usually too little memory for `--ctx` x `--slots`).
+    #[error("could not create a context of {ctx} tokens x {slots} slots: {reason}; lower --ctx or --slots")]
+    Context {
+        /// Tokens per slot.
+        ctx: u32,
+        /// Slots.
+        slots: u32,
+        /// What llama.cpp said.
+        reason: String,
+    },
+    /// The request names a model this engine does not run.
+    #[error("this node does not serve model {requested:?}; it serves {served:?}")]
+    UnknownModel {
+        /// The model asked for.
+        requested: String,
+        /// The model this engine runs.
+        served: String,
+    },
+    /// The prompt plus at least one generated token does not fit in a slot.
+    #[error("this model's maximum context length is {max} tokens, but your request has {len} tokens; shorten the prompt or drop earlier turns")]
+    TooLong {
+        /// Prompt tokens.
+        len: u32,
+        /// Tokens per slot.
+        max: u32,
+    },
+    /// The prompt is empty.
+    #[error("the prompt is empty; send at least one token")]
+    EmptyPrompt,
+    /// The engine thread has stopped.
+    #[error("the engine has stopped")]
+    Stopped,
+}
+
+/// An inference engine: takes generations and runs them, many at once.
+pub trait Engine: Send + Sync + 'static {
+    /// The model this engine serves and its limits.
+    fn info(&self) -> &EngineInfo;
+
+    /// Queues a generation. Returns at once; tokens arrive on the
+    /// [`Generation`]'s channel as they are decoded.
+    fn submit(&self, request: GenerateRequest) -> Result<Generation, EngineError>;
+}

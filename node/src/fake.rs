@@ -1,0 +1,1 @@
+//! A fake engine with modelled prefill and decode costs, for fleet-logic tests.

@@ -1,0 +1,14 @@
+//! The superfluid node: hosts an inference engine and serves the head over Link F.
+//!
+//! The engine ([`engine::Engine`]) runs on its own OS thread and is reached
+//! over channels. [`llama::LlamaEngine`] runs real models with llama.cpp;
+//! [`fake::FakeEngine`] models prefill and decode costs for fleet-logic tests.
+//! The [`agent`] dials the head, says hello, and answers each generation
+//! stream by submitting it to the engine.
+
+pub mod agent;
+pub mod engine;
+pub mod fake;
+pub mod llama;
+
+pub use engine::{Engine, EngineError, EngineInfo, Generation};

@@ -1,0 +1,73 @@
+use super::*;
+use crate::messages::*;
+use proptest::prelude::*;
+
+fn request(prompt: Vec<u32>, max_tokens: u32, temperature: f32, seed: u32) -> GenerateRequest {
+    GenerateRequest {
+        model: "m".into(),
+        prompt,
+        sampling: Sampling { temperature, seed, ..Sampling::default() },
+        max_tokens,
+    }
+}
+
+proptest! {
+    #[test]
+    fn generate_request_round_trips(prompt in proptest::collection::vec(any::<u32>(), 0..500),
+                                    max_tokens in any::<u32>(), t in 0.0f32..2.0, seed in any::<u32>()) {
+        let msg = request(prompt, max_tokens, t, seed);
+        let bytes = encode(&msg).unwrap();
+        let mut reader = FrameReader::default();
+        reader.push(&bytes);
+        prop_assert_eq!(reader.next::<GenerateRequest>().unwrap(), Some(msg));
+    }
+
+    #[test]
+    fn events_round_trip_in_pieces(ids in proptest::collection::vec(any::<u32>(), 0..50), split in 0usize..64) {
+        let events = vec![
+            GenerateEvent::Tokens(ids),
+            GenerateEvent::Finished(Outcome { finish: FinishReason::Stop, prompt_tokens: 3, cached_tokens: 1, generated_tokens: 9 }),
+        ];
+        let mut bytes = Vec::new();
+        for e in &events { bytes.extend(encode(e).unwrap()); }
+        let (a, b) = bytes.split_at(split.min(bytes.len()));
+        let mut reader = FrameReader::default();
+        reader.push(a);
+        let mut got = Vec::new();
+        while let Some(e) = reader.next::<GenerateEvent>().unwrap() { got.push(e); }
+        reader.push(b);
+        while let Some(e) = reader.next::<GenerateEvent>().unwrap() { got.push(e); }
+        prop_assert_eq!(got, events);
+    }
+
+    #[test]
+    fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = decode::<GenerateRequest>(&bytes);
+        let _ = decode::<NodeHello>(&bytes);
+        let _ = decode::<ControlMsg>(&bytes);
+        let mut reader = FrameReader::default();
+        reader.push(&bytes);
+        let _ = reader.next::<GenerateEvent>();
+    }
+}
+
+#[test]
+fn oversized_frame_is_refused_before_buffering() {
+    let mut reader = FrameReader::default();
+    reader.push(&u32::MAX.to_be_bytes());
+    let err = reader.next::<GenerateEvent>().unwrap_err();
+    assert!(err.to_string().contains("over the"), "{err}");
+}
+
+#[test]
+fn trailing_bytes_are_an_error() {
+    let mut body = encode(&ControlMsg::Heartbeat).unwrap()[LEN_PREFIX..].to_vec();
+    body.push(7);
+    assert!(decode::<ControlMsg>(&body).is_err());
+}
+
+#[test]
+fn wrong_type_is_an_error_not_a_panic() {
+    let bytes = encode(&GenerateEvent::Failed { message: "x".into() }).unwrap();
+    assert!(decode::<NodeHello>(&bytes[LEN_PREFIX..]).is_err());
+}

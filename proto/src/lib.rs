@@ -1,0 +1,26 @@
+//! Link F: the messages head and nodes exchange, and how they are framed.
+//!
+//! This crate holds no I/O. A connection carries one control stream, opened
+//! by the node, on which the node says [`NodeHello`] and the head answers with
+//! [`HeadReply`]; after that each side may send [`ControlMsg`]s. Every
+//! generation runs on its own bidirectional stream: the head writes one
+//! [`GenerateRequest`], the node answers with [`GenerateEvent`]s ending in
+//! [`GenerateEvent::Finished`] or [`GenerateEvent::Failed`]. Resetting the
+//! stream cancels the generation.
+//!
+//! Frames are postcard-encoded and prefixed with their length as a `u32`
+//! big-endian; see [`frame`].
+#![forbid(unsafe_code)]
+
+pub mod frame;
+pub mod messages;
+
+pub use frame::{decode, encode, FrameError, FrameReader, LEN_PREFIX, MAX_FRAME};
+pub use messages::*;
+
+/// The Link F protocol version spoken by this build. Peers with another
+/// version are refused with a message that names both.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The ALPN identifier of Link F over QUIC.
+pub const ALPN: &[u8] = b"superfluid-linkf/1";

@@ -1,0 +1,142 @@
+//! Link F message types.
+
+use serde::{Deserialize, Serialize};
+
+/// A token id in the model's vocabulary.
+pub type TokenId = u32;
+
+/// One model a node can serve.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelDescription {
+    /// The model id clients name (the GGUF file stem).
+    pub id: String,
+    /// Tokens one sequence may hold (prompt plus generated).
+    pub ctx: u32,
+    /// Sequences the node runs at once for this model.
+    pub slots: u32,
+}
+
+/// What a node says about itself when it connects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeHello {
+    /// The node's [`crate::PROTOCOL_VERSION`].
+    pub version: u32,
+    /// A human name for logs and listings.
+    pub name: String,
+    /// Models this node serves.
+    pub models: Vec<ModelDescription>,
+}
+
+/// The head's answer to a [`NodeHello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HeadReply {
+    /// The node is part of the fleet and may receive generations.
+    Welcome {
+        /// The head's [`crate::PROTOCOL_VERSION`].
+        version: u32,
+        /// The id the head knows this node by.
+        node_id: String,
+    },
+    /// The head will not take this node; `reason` says why and what to do.
+    Refused {
+        /// A message for the node's operator.
+        reason: String,
+    },
+}
+
+/// Messages on the control stream after the hello.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControlMsg {
+    /// Liveness, sent by both sides at a fixed interval.
+    Heartbeat,
+}
+
+/// How to pick each next token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// 0 picks the most likely token (greedy).
+    pub temperature: f32,
+    /// Nucleus sampling mass; 1.0 disables it.
+    pub top_p: f32,
+    /// Keep only the k most likely tokens; 0 disables it.
+    pub top_k: u32,
+    /// Drop tokens less likely than `min_p` times the most likely; 0 disables it.
+    pub min_p: f32,
+    /// Seed of the random choice; the same seed and prompt give the same text.
+    pub seed: u32,
+    /// Multiplicative penalty on recently seen tokens; 1.0 disables it.
+    pub repetition_penalty: f32,
+    /// Additive penalty on tokens seen at least once; 0 disables it.
+    pub presence_penalty: f32,
+    /// Additive penalty per occurrence of a token; 0 disables it.
+    pub frequency_penalty: f32,
+    /// How many recent tokens the penalties look back over.
+    pub penalty_last_n: u32,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Self {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            min_p: 0.0,
+            seed: 0,
+            repetition_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            penalty_last_n: 64,
+        }
+    }
+}
+
+/// One generation, sent by the head as the first frame of a generation stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerateRequest {
+    /// Which of the node's models to run.
+    pub model: String,
+    /// The whole prompt, already tokenized by the head.
+    pub prompt: Vec<TokenId>,
+    /// Sampling parameters.
+    pub sampling: Sampling,
+    /// The most tokens to generate.
+    pub max_tokens: u32,
+}
+
+/// Why a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FinishReason {
+    /// The model produced an end-of-generation token.
+    Stop,
+    /// `max_tokens` or the context's end was reached.
+    Length,
+    /// The head cancelled it.
+    Cancelled,
+}
+
+/// The final account of a generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Why it ended.
+    pub finish: FinishReason,
+    /// Tokens in the prompt.
+    pub prompt_tokens: u32,
+    /// Prompt tokens that were already in the KV cache and not computed again.
+    pub cached_tokens: u32,
+    /// Tokens generated (the end-of-generation token is not counted).
+    pub generated_tokens: u32,
+}
+
+/// What a node sends back on a generation stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GenerateEvent {
+    /// Newly generated tokens, in order. End-of-generation tokens are not sent.
+    Tokens(Vec<TokenId>),
+    /// The generation ended; no frame follows.
+    Finished(Outcome),
+    /// The generation could not run; no frame follows.
+    Failed {
+        /// What went wrong, for the client.
+        message: String,
+    },
+}
