@@ -1,2 +1,15 @@
-//! The superfluid head.
+//! The superfluid head: speaks OpenAI's HTTP API to clients and sends each
+//! generation over Link F to a node of the fleet.
+//!
+//! - [`codec`]: per model, the chat template (rendered with minijinja from the
+//!   GGUF metadata), the tokenizer (the model's own, via llama.cpp with only
+//!   the vocabulary loaded), incremental detokenization and stop strings.
+//! - [`api`]: the axum routes, OpenAI request/response types, and the one
+//!   place errors become HTTP responses.
+//! - [`fleet`]: the registry of connected nodes, the Link F listener, and
+//!   dispatch of one generation to one node.
 #![forbid(unsafe_code)]
+
+pub mod api;
+pub mod codec;
+pub mod fleet;

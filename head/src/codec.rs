@@ -1,0 +1,1 @@
+//! Chat templates, tokenization and detokenization, per model.
