@@ -1,1 +1,29 @@
-fn main() {}
+//! The `superfluid` command: parses flags and dispatches. The work lives in
+//! the `superfluid-head` and `superfluid-node` crates.
+#![forbid(unsafe_code)]
+
+mod cli;
+mod serve;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let args = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let result = match args.command {
+        cli::Command::Serve(flags) => serve::Config::from_flags(flags).and_then(serve::run),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("superfluid: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
