@@ -1,1 +1,77 @@
-fn main() {}
+//! `superfluid-bench`: measures superfluid against baselines in the same run.
+//!
+//! `serve`: the same requests (a) to the llama.cpp engine called in-process,
+//! (b) through `superfluid serve` over HTTP, and (c) to `llama-server` when
+//! one is given; reports decode tokens/s, prefill tokens/s and time to first
+//! token at 1 and 4 concurrent streams, and the ratios (b)/(a) and (b)/(c).
+#![forbid(unsafe_code)]
+
+mod http;
+mod inprocess;
+mod report;
+mod stats;
+mod workload;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "superfluid-bench")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The engine in-process vs. `superfluid serve` vs. llama-server.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The GGUF model.
+    #[arg(long, env = "SUPERFLUID_MODEL")]
+    pub model: PathBuf,
+    /// The `superfluid` binary to start with `serve`.
+    #[arg(long)]
+    pub superfluid: PathBuf,
+    /// A llama-server binary to measure as well.
+    #[arg(long, env = "LLAMA_SERVER")]
+    pub llama_server: Option<PathBuf>,
+    /// Inference threads for every contender.
+    #[arg(long, default_value_t = 2)]
+    pub threads: u32,
+    /// Slots (parallel sequences) for every contender.
+    #[arg(long, default_value_t = 4)]
+    pub slots: u32,
+    /// Tokens per slot.
+    #[arg(long, default_value_t = 2048)]
+    pub ctx: u32,
+    /// Tokens generated per request.
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: u32,
+    /// Rounds of each measurement (each round uses fresh prompts).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Serve(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = runtime.block_on(report::serve(&args))?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                report::print_table(&report);
+            }
+            Ok(())
+        }
+    }
+}
