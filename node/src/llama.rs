@@ -1,1 +1,122 @@
 //! The llama.cpp engine.
+//!
+//! [`LlamaEngine::start`] loads the model on a dedicated OS thread that owns
+//! the model and one context holding a KV sequence per slot. Requests reach
+//! that thread over a channel; it runs continuous batching (one decode per
+//! step, mixing one token per decoding slot with chunks of pending prompts)
+//! and keeps finished sequences resident so later prompts reuse their prefix.
+
+mod batch_loop;
+mod sampler;
+pub mod slots;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::sync::{mpsc as std_mpsc, Arc};
+
+use llama_cpp_2::llama_backend::LlamaBackend;
+use superfluid_proto::{model_id_from_path, GenerateRequest, ModelDescription};
+use tokio::sync::mpsc;
+
+use crate::engine::{Engine, EngineError, EngineInfo, Generation};
+use batch_loop::Job;
+
+/// How to run a model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlamaConfig {
+    /// The GGUF file.
+    pub model_path: PathBuf,
+    /// Sequences decoded at once.
+    pub slots: u32,
+    /// Tokens per slot (prompt plus generated).
+    pub ctx: u32,
+    /// CPU threads for decoding and prompt processing.
+    pub threads: u32,
+    /// Prompt tokens evaluated per step, shared by all prefilling slots.
+    pub prefill_chunk: u32,
+}
+
+impl Default for LlamaConfig {
+    fn default() -> Self {
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        Self {
+            model_path: PathBuf::new(),
+            slots: 4,
+            ctx: 4096,
+            threads: u32::try_from(threads).unwrap_or(4),
+            prefill_chunk: 512,
+        }
+    }
+}
+
+/// Runs one model with llama.cpp on its own thread.
+pub struct LlamaEngine {
+    info: EngineInfo,
+    jobs: std_mpsc::Sender<Job>,
+}
+
+impl LlamaEngine {
+    /// Loads the model and starts the engine thread; returns once the model
+    /// and context are ready.
+    ///
+    /// # Errors
+    /// [`EngineError::Load`] when the model cannot be loaded,
+    /// [`EngineError::Context`] when the context cannot be created.
+    pub fn start(backend: Arc<LlamaBackend>, config: LlamaConfig) -> Result<LlamaEngine, EngineError> {
+        let config = LlamaConfig {
+            slots: config.slots.max(1),
+            ctx: config.ctx.max(2),
+            threads: config.threads.max(1),
+            prefill_chunk: config.prefill_chunk.max(1),
+            ..config
+        };
+        if !config.model_path.is_file() {
+            return Err(EngineError::Load {
+                path: config.model_path.display().to_string(),
+                reason: "no such file".into(),
+            });
+        }
+        let info = EngineInfo {
+            model: ModelDescription {
+                id: model_id_from_path(&config.model_path),
+                ctx: config.ctx,
+                slots: config.slots,
+            },
+        };
+        let (jobs, job_rx) = std_mpsc::channel();
+        let (ready_tx, ready_rx) = std_mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name(format!("llama-{}", info.model.id))
+            .spawn(move || batch_loop::run(&backend, &config, &ready_tx, job_rx))
+            .map_err(|e| EngineError::Load {
+                path: info.model.id.clone(),
+                reason: format!("could not start the engine thread: {e}"),
+            })?;
+        ready_rx.recv().map_err(|_| EngineError::Stopped)??;
+        Ok(LlamaEngine { info, jobs })
+    }
+}
+
+impl Engine for LlamaEngine {
+    fn info(&self) -> &EngineInfo {
+        &self.info
+    }
+
+    fn submit(&self, request: GenerateRequest) -> Result<Generation, EngineError> {
+        let model = &self.info.model;
+        if request.model != model.id {
+            return Err(EngineError::UnknownModel { requested: request.model, served: model.id.clone() });
+        }
+        if request.prompt.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let len = u32::try_from(request.prompt.len()).unwrap_or(u32::MAX);
+        if len.saturating_add(1) > model.ctx {
+            return Err(EngineError::TooLong { len, max: model.ctx });
+        }
+        let (events, rx) = mpsc::unbounded_channel();
+        self.jobs.send(Job { request, events }).map_err(|_| EngineError::Stopped)?;
+        Ok(Generation { events: rx })
+    }
+}

@@ -1,0 +1,40 @@
+//! Builds a llama.cpp sampler chain from the request's [`Sampling`].
+
+use llama_cpp_2::sampling::LlamaSampler;
+use superfluid_proto::Sampling;
+
+/// The chain for one generation: penalties, top-k, top-p, min-p and
+/// temperature, then a seeded random pick; greedy when `temperature <= 0`.
+/// Disabled stages are left out so the common cases stay cheap.
+/// Values that are not finite count as "disabled".
+pub fn build(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
+    let mut chain = Vec::with_capacity(6);
+    let finite_or = |v: f32, off: f32| if v.is_finite() { v } else { off };
+    let repeat = finite_or(sampling.repetition_penalty, 1.0);
+    let repeat = if repeat > 0.0 { repeat } else { 1.0 };
+    let frequency = finite_or(sampling.frequency_penalty, 0.0);
+    let presence = finite_or(sampling.presence_penalty, 0.0);
+    let penalised = repeat != 1.0 || frequency != 0.0 || presence != 0.0;
+    if penalised && sampling.penalty_last_n > 0 {
+        let last_n = i32::try_from(sampling.penalty_last_n).unwrap_or(i32::MAX);
+        chain.push(LlamaSampler::penalties(n_vocab, last_n, repeat, frequency, presence));
+    }
+    let temperature = finite_or(sampling.temperature, 0.0);
+    if temperature <= 0.0 {
+        chain.push(LlamaSampler::greedy());
+        return LlamaSampler::chain_simple(chain);
+    }
+    if sampling.top_k > 0 {
+        let k = i32::try_from(sampling.top_k).unwrap_or(i32::MAX).min(n_vocab.max(1));
+        chain.push(LlamaSampler::top_k(k));
+    }
+    if sampling.top_p > 0.0 && sampling.top_p < 1.0 {
+        chain.push(LlamaSampler::top_p(sampling.top_p, 1));
+    }
+    if sampling.min_p > 0.0 {
+        chain.push(LlamaSampler::min_p(sampling.min_p, 1));
+    }
+    chain.push(LlamaSampler::temp(temperature));
+    chain.push(LlamaSampler::dist(sampling.seed));
+    LlamaSampler::chain_simple(chain)
+}
