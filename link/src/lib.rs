@@ -1,2 +1,28 @@
 //! Link F transport: QUIC (quinn + rustls), ed25519 identities and pinning.
+//!
+//! - [`identity`]: an ed25519 key pair, its self-signed certificate and its
+//!   [`Fingerprint`] (sha256 of the raw public key).
+//! - [`tls`]: rustls verifiers. The head asks an [`Authorizer`] about each
+//!   client key; the node pins the head's fingerprint. No CA, no host names.
+//! - [`endpoint`]: quinn endpoints for the head ([`server_endpoint`]) and the
+//!   node ([`client_endpoint`], [`connect`]), and [`peer_fingerprint`].
+//! - [`control`]: heartbeat interval, close/reset codes, handshake wording.
+//! - [`stream`]: one frame at a time on quinn streams ([`write_frame`],
+//!   [`read_frame`]).
 #![forbid(unsafe_code)]
+
+pub mod control;
+pub mod endpoint;
+pub mod error;
+pub mod identity;
+pub mod stream;
+pub mod tls;
+
+pub use endpoint::{client_endpoint, connect, peer_fingerprint, server_endpoint, transport_config, SERVER_NAME};
+pub use error::LinkError;
+pub use identity::{Fingerprint, Identity};
+pub use stream::{read_frame, write_frame};
+pub use tls::{allow_only, Authorizer};
+
+/// Re-exported so users of this crate name the same quinn types.
+pub use quinn;

@@ -1,0 +1,74 @@
+//! quinn endpoints for the head (server) and nodes (client).
+
+use crate::{tls, Authorizer, Fingerprint, Identity, LinkError};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use std::{
+    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
+
+/// The server name nodes put in their TLS hello. It is not checked: the head is pinned by key.
+pub const SERVER_NAME: &str = "superfluid";
+
+/// How often an idle connection sends a keep-alive.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(2);
+
+/// How long a silent connection lives before it is considered lost.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Streams one side may have open towards the other (one per generation).
+const MAX_STREAMS: u32 = 4096;
+
+/// The transport settings both sides use: keep-alive, idle timeout, stream limits.
+pub fn transport_config() -> Arc<quinn::TransportConfig> {
+    let mut t = quinn::TransportConfig::default();
+    t.keep_alive_interval(Some(KEEP_ALIVE));
+    // 10 s always fits in a QUIC varint of milliseconds.
+    t.max_idle_timeout(quinn::IdleTimeout::try_from(IDLE_TIMEOUT).ok());
+    t.max_concurrent_bidi_streams(MAX_STREAMS.into());
+    t.max_concurrent_uni_streams(0u32.into());
+    Arc::new(t)
+}
+
+/// The head's endpoint: listens on `addr` (port 0 picks one; see `local_addr`)
+/// and accepts nodes whose key `authorizer` approves.
+pub fn server_endpoint(addr: SocketAddr, identity: &Identity, authorizer: Authorizer) -> Result<quinn::Endpoint, LinkError> {
+    let tls = tls::server_config(identity, authorizer)?;
+    let crypto = QuicServerConfig::try_from(tls).map_err(LinkError::QuicTls)?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(transport_config());
+    quinn::Endpoint::server(config, addr).map_err(|source| LinkError::Bind { addr, source })
+}
+
+/// A node's endpoint for dialing a head at an address of `head_addr`'s family,
+/// presenting `identity` and trusting only `head`.
+pub fn client_endpoint(head_addr: SocketAddr, identity: &Identity, head: Fingerprint) -> Result<quinn::Endpoint, LinkError> {
+    let tls = tls::client_config(identity, head)?;
+    let crypto = QuicClientConfig::try_from(tls).map_err(LinkError::QuicTls)?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(transport_config());
+    let bind: SocketAddr = if head_addr.is_ipv6() {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    };
+    let mut endpoint = quinn::Endpoint::client(bind).map_err(|source| LinkError::Bind { addr: bind, source })?;
+    endpoint.set_default_client_config(config);
+    Ok(endpoint)
+}
+
+/// Dials the head at `addr` and completes the handshake.
+pub async fn connect(endpoint: &quinn::Endpoint, addr: SocketAddr) -> Result<quinn::Connection, LinkError> {
+    let connecting = endpoint.connect(addr, SERVER_NAME).map_err(LinkError::Connect)?;
+    connecting.await.map_err(LinkError::Connection)
+}
+
+/// The fingerprint of the key the peer proved it holds during the handshake.
+pub fn peer_fingerprint(connection: &quinn::Connection) -> Result<Fingerprint, LinkError> {
+    let identity = connection.peer_identity().ok_or(LinkError::NoPeerIdentity)?;
+    let certs = identity
+        .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+        .map_err(|_| LinkError::NoPeerIdentity)?;
+    certs.first().and_then(Fingerprint::of_certificate).ok_or(LinkError::NoPeerIdentity)
+}

@@ -1,0 +1,40 @@
+//! One frame at a time on quinn streams.
+//!
+//! A bad frame (over [`superfluid_proto::MAX_FRAME`], or not decoding) is a
+//! [`LinkError::Frame`]; the caller closes that stream with a reason.
+
+use crate::LinkError;
+use quinn::{ReadExactError, RecvStream, SendStream};
+use serde::{de::DeserializeOwned, Serialize};
+use superfluid_proto::{decode, encode, frame::body_len, LEN_PREFIX};
+
+/// Writes `msg` as one frame.
+pub async fn write_frame<T: Serialize>(send: &mut SendStream, msg: &T) -> Result<(), LinkError> {
+    let bytes = encode(msg)?;
+    send.write_all(&bytes).await.map_err(LinkError::Write)
+}
+
+/// Reads one frame; `Ok(None)` when the peer finished the stream cleanly between frames.
+pub async fn read_frame<T: DeserializeOwned>(recv: &mut RecvStream) -> Result<Option<T>, LinkError> {
+    let mut prefix = [0u8; LEN_PREFIX];
+    match recv.read_exact(&mut prefix).await {
+        Ok(()) => {}
+        Err(ReadExactError::FinishedEarly(0)) => return Ok(None),
+        Err(ReadExactError::FinishedEarly(got)) => return Err(LinkError::Truncated { got, want: LEN_PREFIX }),
+        Err(ReadExactError::ReadError(e)) => return Err(LinkError::Read(e)),
+    }
+    let len = body_len(prefix)?;
+    let mut body = vec![0u8; len];
+    match recv.read_exact(&mut body).await {
+        Ok(()) => {}
+        Err(ReadExactError::FinishedEarly(got)) => return Err(LinkError::Truncated { got, want: len }),
+        Err(ReadExactError::ReadError(e)) => return Err(LinkError::Read(e)),
+    }
+    decode(&body).map(Some).map_err(LinkError::Frame)
+}
+
+/// Writes raw bytes, for tests that play a broken peer.
+#[doc(hidden)]
+pub async fn write_raw(send: &mut SendStream, bytes: &[u8]) -> Result<(), LinkError> {
+    send.write_all(bytes).await.map_err(LinkError::Write)
+}
