@@ -1,9 +1,27 @@
 //! The fleet as the head sees it: connected nodes and dispatch to them.
 //!
-//! The API below is the contract the HTTP layer relies on; the Link F side
-//! fills in how nodes connect and how a generation reaches one.
+//! - [`listen`] (in `fleet/listen.rs`) accepts nodes over Link F, runs the
+//!   hello handshake and keeps each node registered while it is connected.
+//! - the registry (`fleet/registry.rs`) knows each node's models, slots and
+//!   load; [`Fleet::generate`] sends a request to the least busy node serving
+//!   its model, on a fresh QUIC stream.
+//!
+//! The API of [`Fleet`], [`FleetError`] and [`RemoteGeneration`] is the
+//! contract the HTTP layer relies on.
 
+mod listen;
+mod registry;
+
+pub use listen::{listen, LinkListenConfig, LinkListener};
+pub use registry::NodeSnapshot;
+
+use registry::{InFlight, Registry};
 use std::sync::Arc;
+use superfluid_link::{
+    control::{STREAM_BAD_FRAME, STREAM_CANCELLED},
+    quinn::{RecvStream, SendStream},
+    read_frame, write_frame, LinkError,
+};
 use superfluid_proto::{GenerateEvent, GenerateRequest};
 
 /// Why a generation could not be dispatched or did not complete.
@@ -28,7 +46,7 @@ pub enum FleetError {
 /// The connected nodes. Cheap to clone; all clones share one registry.
 #[derive(Debug, Clone, Default)]
 pub struct Fleet {
-    _inner: Arc<()>,
+    inner: Arc<Registry>,
 }
 
 impl Fleet {
@@ -39,13 +57,40 @@ impl Fleet {
 
     /// The tokens one sequence may hold on the nodes serving `model`
     /// (the smallest among them), or `None` while no node serves it.
-    pub fn context_len(&self, _model: &str) -> Option<u32> {
-        None
+    pub fn context_len(&self, model: &str) -> Option<u32> {
+        self.inner.context_len(model)
     }
 
-    /// Sends one generation to a node that serves its model.
+    /// The connected nodes, in the order they joined, with their load and
+    /// how many generations each has served.
+    pub fn nodes(&self) -> Vec<NodeSnapshot> {
+        self.inner.snapshot()
+    }
+
+    /// Sends one generation to a node that serves its model: the one with
+    /// the fewest generations in flight per slot.
     pub async fn generate(&self, request: GenerateRequest) -> Result<RemoteGeneration, FleetError> {
-        Err(FleetError::NoNode { model: request.model })
+        let Some(in_flight) = self.inner.pick(&request.model) else {
+            return Err(FleetError::NoNode { model: request.model });
+        };
+        let node = in_flight.node().clone();
+        let lost = |e: LinkError| FleetError::NodeLost { node: node.name.clone(), reason: e.to_string() };
+        let (mut send, recv) = node.connection.open_bi().await.map_err(|e| lost(LinkError::Connection(e)))?;
+        write_frame(&mut send, &request).await.map_err(lost)?;
+        // The request is the only frame the head writes; cancelling is a stream reset/stop.
+        send.finish().map_err(|e| lost(LinkError::Closed(e)))?;
+        tracing::debug!(node = %node.name, model = %request.model, prompt = request.prompt.len(), "dispatched generation");
+        Ok(RemoteGeneration {
+            node_name: node.name.clone(),
+            send,
+            recv,
+            in_flight: Some(in_flight),
+            ended: false,
+        })
+    }
+
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.inner
     }
 }
 
@@ -55,12 +100,66 @@ impl Fleet {
 pub struct RemoteGeneration {
     /// The name of the node serving it.
     pub node_name: String,
+    send: SendStream,
+    recv: RecvStream,
+    /// Counts the generation as in flight until it ends or is dropped.
+    in_flight: Option<InFlight>,
+    /// A final event was received, or the stream failed.
+    ended: bool,
 }
 
 impl RemoteGeneration {
     /// The next event; `Ok(None)` once the stream has ended after
     /// [`GenerateEvent::Finished`] or [`GenerateEvent::Failed`].
     pub async fn next_event(&mut self) -> Result<Option<GenerateEvent>, FleetError> {
-        Ok(None)
+        if self.ended {
+            return Ok(None);
+        }
+        let result = read_frame::<GenerateEvent>(&mut self.recv).await;
+        match result {
+            Ok(Some(event)) => {
+                match &event {
+                    GenerateEvent::Tokens(_) => {}
+                    GenerateEvent::Finished(_) => self.end(true),
+                    GenerateEvent::Failed { .. } => self.end(false),
+                }
+                Ok(Some(event))
+            }
+            Ok(None) => {
+                self.end(false);
+                Err(self.lost("the node ended the generation stream without a final event".into()))
+            }
+            Err(e) => {
+                if matches!(e, LinkError::Frame(_)) {
+                    let _ = self.recv.stop(STREAM_BAD_FRAME);
+                }
+                self.end(false);
+                Err(self.lost(e.to_string()))
+            }
+        }
+    }
+
+    fn end(&mut self, served: bool) {
+        self.ended = true;
+        if let Some(in_flight) = self.in_flight.take() {
+            if served {
+                in_flight.served();
+            }
+        }
+    }
+
+    fn lost(&self, reason: String) -> FleetError {
+        FleetError::NodeLost { node: self.node_name.clone(), reason }
     }
 }
+
+impl Drop for RemoteGeneration {
+    fn drop(&mut self) {
+        // Both fail harmlessly when the stream already ended cleanly.
+        let _ = self.send.reset(STREAM_CANCELLED);
+        let _ = self.recv.stop(STREAM_CANCELLED);
+    }
+}
+
+#[cfg(test)]
+mod tests;

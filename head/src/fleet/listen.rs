@@ -1,0 +1,160 @@
+//! The Link F listener: accepts nodes, runs the hello handshake, keeps each
+//! node registered while its connection lives.
+
+use super::{registry::Joining, Fleet};
+use std::{net::SocketAddr, time::Duration};
+use superfluid_link::{
+    control::{version_mismatch_reason, CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_REFUSED, HEARTBEAT_INTERVAL, HELLO_TIMEOUT},
+    peer_fingerprint,
+    quinn::{self, RecvStream, SendStream},
+    read_frame, server_endpoint, write_frame, Authorizer, Identity, LinkError,
+};
+use superfluid_proto::{ControlMsg, HeadReply, NodeHello, PROTOCOL_VERSION};
+use tokio::task::JoinHandle;
+
+/// How to listen for nodes.
+#[derive(Clone)]
+pub struct LinkListenConfig {
+    /// UDP address to listen on; port 0 picks a free port.
+    pub addr: SocketAddr,
+    /// The head's identity; nodes pin its fingerprint.
+    pub identity: Identity,
+    /// Which node keys may connect.
+    pub authorizer: Authorizer,
+}
+
+impl std::fmt::Debug for LinkListenConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkListenConfig").field("addr", &self.addr).field("identity", &self.identity).finish_non_exhaustive()
+    }
+}
+
+/// A running listener.
+#[derive(Debug)]
+pub struct LinkListener {
+    /// The address actually bound (useful with port 0).
+    pub addr: SocketAddr,
+    /// The QUIC endpoint.
+    pub endpoint: quinn::Endpoint,
+    /// The accept loop; it ends when the endpoint is closed.
+    pub task: JoinHandle<()>,
+}
+
+impl LinkListener {
+    /// Closes every node connection and stops accepting.
+    pub fn close(&self) {
+        self.endpoint.close(CLOSE_NORMAL, b"the head is shutting down");
+    }
+}
+
+/// Binds the Link F endpoint and accepts nodes into `fleet` in the background.
+pub async fn listen(fleet: Fleet, config: LinkListenConfig) -> Result<LinkListener, LinkError> {
+    let endpoint = server_endpoint(config.addr, &config.identity, config.authorizer)?;
+    let addr = endpoint.local_addr().map_err(|source| LinkError::Bind { addr: config.addr, source })?;
+    tracing::info!(%addr, fingerprint = %config.identity.fingerprint(), "listening for nodes (Link F over QUIC)");
+    let accepting = endpoint.clone();
+    let task = tokio::spawn(async move {
+        while let Some(incoming) = accepting.accept().await {
+            tokio::spawn(serve_node(fleet.clone(), incoming));
+        }
+    });
+    Ok(LinkListener { addr, endpoint, task })
+}
+
+/// One node's connection, from handshake to disconnect.
+async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
+    let from = incoming.remote_address();
+    let conn = match incoming.await {
+        Ok(conn) => conn,
+        Err(e) => {
+            tracing::info!(%from, error = %e, "a node could not connect (TLS handshake failed; is its key authorized?)");
+            return;
+        }
+    };
+    let (joining, mut send, recv) = match hello(&conn).await {
+        Ok(Some(parts)) => parts,
+        Ok(None) => return,
+        Err(reason) => {
+            tracing::warn!(%from, %reason, "closing a node connection during the hello");
+            conn.close(CLOSE_PROTOCOL, reason.as_bytes());
+            return;
+        }
+    };
+    let node_id = fleet.registry().next_node_id();
+    let welcome = HeadReply::Welcome { version: PROTOCOL_VERSION, node_id: node_id.clone() };
+    if let Err(e) = write_frame(&mut send, &welcome).await {
+        tracing::warn!(%from, error = %e, "could not welcome a node");
+        return;
+    }
+    let name = joining.name.clone();
+    let models: Vec<String> = joining.models.iter().map(|m| format!("{} (ctx {}, {} slots)", m.id, m.ctx, m.slots)).collect();
+    fleet.registry().register(node_id.clone(), joining);
+    tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
+    let heartbeat = tokio::spawn(heartbeats(send));
+    let reason = control_loop(&conn, recv).await;
+    heartbeat.abort();
+    fleet.registry().remove(&node_id);
+    tracing::info!(node = %name, %node_id, %reason, "node left");
+}
+
+type Hello = (Joining, SendStream, RecvStream);
+
+/// Reads the node's hello. `Ok(None)`: refused and closed; `Err`: protocol violation to close with.
+async fn hello(conn: &quinn::Connection) -> Result<Option<Hello>, String> {
+    let fingerprint = peer_fingerprint(conn).map_err(|e| e.to_string())?;
+    let (send, mut recv) = tokio::time::timeout(HELLO_TIMEOUT, conn.accept_bi())
+        .await
+        .map_err(|_| "no control stream within the hello timeout".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let hello: NodeHello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut recv)).await {
+        Err(_) => return Err("no hello within the hello timeout".into()),
+        Ok(Ok(Some(hello))) => hello,
+        Ok(Ok(None)) => return Err("the control stream ended before the hello".into()),
+        Ok(Err(e)) => return Err(format!("bad hello: {e}")),
+    };
+    if hello.version != PROTOCOL_VERSION {
+        let reason = version_mismatch_reason(PROTOCOL_VERSION, hello.version);
+        tracing::warn!(node = %hello.name, %fingerprint, %reason, "refused a node");
+        refuse(conn, send, reason).await;
+        return Ok(None);
+    }
+    let joining = Joining { name: hello.name, fingerprint, models: hello.models, connection: conn.clone() };
+    Ok(Some((joining, send, recv)))
+}
+
+/// Sends `Refused`, gives it a moment to arrive, and closes with the same reason.
+async fn refuse(conn: &quinn::Connection, mut send: SendStream, reason: String) {
+    if write_frame(&mut send, &HeadReply::Refused { reason: reason.clone() }).await.is_ok() && send.finish().is_ok() {
+        let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
+    }
+    conn.close(CLOSE_REFUSED, reason.as_bytes());
+}
+
+async fn heartbeats(mut send: SendStream) {
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    loop {
+        tick.tick().await;
+        if write_frame(&mut send, &ControlMsg::Heartbeat).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads control messages until the connection ends; returns why it ended.
+async fn control_loop(conn: &quinn::Connection, mut recv: RecvStream) -> String {
+    loop {
+        match read_frame::<ControlMsg>(&mut recv).await {
+            Ok(Some(ControlMsg::Heartbeat)) => {}
+            Ok(None) => {
+                conn.close(CLOSE_NORMAL, b"the node ended its control stream");
+                return "the node ended its control stream".into();
+            }
+            Err(LinkError::Read(quinn::ReadError::ConnectionLost(e))) => return e.to_string(),
+            Err(e) => {
+                let reason = format!("control stream failed: {e}");
+                conn.close(CLOSE_PROTOCOL, reason.as_bytes());
+                return reason;
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The registry of connected nodes and the choice of a node for a request.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicU32, AtomicU64, Ordering},
+        Arc, Mutex, MutexGuard,
+    },
+    time::SystemTime,
+};
+use superfluid_link::Fingerprint;
+use superfluid_proto::ModelDescription;
+
+/// A connected node as listings show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSnapshot {
+    /// The id the head gave the node for this connection.
+    pub node_id: String,
+    /// The node's name, from its hello.
+    pub name: String,
+    /// The node's key.
+    pub fingerprint: Fingerprint,
+    /// The node's address as the head sees it.
+    pub address: SocketAddr,
+    /// The models it serves, with context and slots.
+    pub models: Vec<ModelDescription>,
+    /// When it connected.
+    pub connected_since: SystemTime,
+    /// Generations running on it now.
+    pub in_flight: u32,
+    /// Generations it finished since it connected.
+    pub served: u64,
+}
+
+/// One connected node.
+#[derive(Debug)]
+pub(crate) struct NodeEntry {
+    pub(crate) node_id: String,
+    pub(crate) name: String,
+    pub(crate) fingerprint: Fingerprint,
+    pub(crate) address: SocketAddr,
+    pub(crate) models: Vec<ModelDescription>,
+    pub(crate) connected_since: SystemTime,
+    pub(crate) connection: quinn::Connection,
+    in_flight: AtomicU32,
+    served: AtomicU64,
+}
+
+impl NodeEntry {
+    fn snapshot(&self) -> NodeSnapshot {
+        NodeSnapshot {
+            node_id: self.node_id.clone(),
+            name: self.name.clone(),
+            fingerprint: self.fingerprint,
+            address: self.address,
+            models: self.models.clone(),
+            connected_since: self.connected_since,
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            served: self.served.load(Ordering::Relaxed),
+        }
+    }
+
+    fn slots_for(&self, model: &str) -> Option<u32> {
+        self.models.iter().find(|m| m.id == model).map(|m| m.slots.max(1))
+    }
+}
+
+/// Counts one generation as in flight on a node until dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    node: Arc<NodeEntry>,
+}
+
+impl InFlight {
+    /// The node running the generation.
+    pub(crate) fn node(&self) -> &Arc<NodeEntry> {
+        &self.node
+    }
+
+    /// Records that the generation finished on the node.
+    pub(crate) fn served(self) {
+        self.node.served.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.node.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What a node said about itself, plus what the head learned from the connection.
+#[derive(Debug)]
+pub(crate) struct Joining {
+    pub(crate) name: String,
+    pub(crate) fingerprint: Fingerprint,
+    pub(crate) models: Vec<ModelDescription>,
+    pub(crate) connection: quinn::Connection,
+}
+
+/// All connected nodes.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    nodes: Mutex<Vec<Arc<NodeEntry>>>,
+    next_id: AtomicU64,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, Vec<Arc<NodeEntry>>> {
+        // A panic while holding the lock leaves the list itself consistent.
+        self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A fresh node id.
+    pub(crate) fn next_node_id(&self) -> String {
+        format!("node-{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Adds a node. An older connection from the same key and name is closed
+    /// and removed: it is the same node reconnecting before its old
+    /// connection timed out.
+    pub(crate) fn register(&self, node_id: String, joining: Joining) -> Arc<NodeEntry> {
+        let entry = Arc::new(NodeEntry {
+            node_id,
+            name: joining.name,
+            fingerprint: joining.fingerprint,
+            address: joining.connection.remote_address(),
+            models: joining.models,
+            connected_since: SystemTime::now(),
+            connection: joining.connection,
+            in_flight: AtomicU32::new(0),
+            served: AtomicU64::new(0),
+        });
+        let mut nodes = self.lock();
+        nodes.retain(|old| {
+            let same = old.fingerprint == entry.fingerprint && old.name == entry.name;
+            if same {
+                tracing::info!(node = %old.name, old_id = %old.node_id, "node reconnected; closing its old connection");
+                old.connection.close(superfluid_link::control::CLOSE_NORMAL, b"replaced by a newer connection from this node");
+            }
+            !same
+        });
+        nodes.push(entry.clone());
+        entry
+    }
+
+    /// Removes the node with this id, if still registered.
+    pub(crate) fn remove(&self, node_id: &str) {
+        self.lock().retain(|n| n.node_id != node_id);
+    }
+
+    /// Picks the least busy node serving `model` (fewest in flight per slot)
+    /// and counts one generation in flight on it.
+    pub(crate) fn pick(&self, model: &str) -> Option<InFlight> {
+        let nodes = self.lock();
+        let mut best: Option<(&Arc<NodeEntry>, u64, u64)> = None;
+        for node in nodes.iter() {
+            let Some(slots) = node.slots_for(model) else { continue };
+            let load = u64::from(node.in_flight.load(Ordering::Relaxed));
+            let slots = u64::from(slots);
+            // load/slots < best_load/best_slots, without division.
+            if best.is_none_or(|(_, bl, bs)| load * bs < bl * slots) {
+                best = Some((node, load, slots));
+            }
+        }
+        let node = best?.0.clone();
+        node.in_flight.fetch_add(1, Ordering::Relaxed);
+        Some(InFlight { node })
+    }
+
+    /// The smallest context among nodes serving `model`.
+    pub(crate) fn context_len(&self, model: &str) -> Option<u32> {
+        self.lock().iter().flat_map(|n| n.models.iter()).filter(|m| m.id == model).map(|m| m.ctx).min()
+    }
+
+    /// A snapshot of every connected node, oldest first.
+    pub(crate) fn snapshot(&self) -> Vec<NodeSnapshot> {
+        self.lock().iter().map(|n| n.snapshot()).collect()
+    }
+}
