@@ -1,0 +1,175 @@
+//! [`ApiError`]: every way a request can fail, and the one place it becomes
+//! an HTTP response with an OpenAI error body.
+
+use crate::codec::CodecError;
+use crate::fleet::FleetError;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+/// A request that could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not the JSON the endpoint expects (wrong content type,
+    /// syntax error, a field of the wrong type).
+    #[error("{message}")]
+    BadJson {
+        /// What is wrong and how to fix it.
+        message: String,
+        /// The field at fault, if one is.
+        param: Option<String>,
+    },
+    /// The body is larger than the head accepts.
+    #[error("the request body is too large; send a shorter prompt")]
+    TooLarge,
+    /// A parameter is missing or has a value the head does not accept.
+    #[error("{message}")]
+    InvalidParam {
+        /// The parameter, as the client named it.
+        param: String,
+        /// What is wrong and what values are accepted.
+        message: String,
+    },
+    /// The requested model is not served by this head.
+    #[error("model {model:?} does not exist here; served models: {}", served.join(", "))]
+    UnknownModel {
+        /// The model asked for.
+        model: String,
+        /// The ids the head serves.
+        served: Vec<String>,
+    },
+    /// The prompt leaves no room in the context for even one new token.
+    #[error("this model's maximum context length is {max} tokens, but your request has {len} tokens; shorten the prompt or drop earlier turns")]
+    ContextLength {
+        /// The context length of the nodes serving the model.
+        max: u32,
+        /// The prompt's length in tokens.
+        len: usize,
+        /// `messages` or `prompt`.
+        param: &'static str,
+    },
+    /// The chat template could not turn the messages into a prompt.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// No node can take the generation right now.
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+    /// The node could not run the generation.
+    #[error("the node could not run the generation: {message}")]
+    Generation {
+        /// What the node said.
+        message: String,
+    },
+    /// No route matches the request's path.
+    #[error("no route for {method} {path}; the head serves /v1/chat/completions, /v1/completions, /v1/models and /health")]
+    NotFound {
+        /// The request method.
+        method: String,
+        /// The request path.
+        path: String,
+    },
+    /// The route exists but not for this method.
+    #[error(
+        "{method} is not allowed on {path}; see the OpenAI API for the method this route takes"
+    )]
+    MethodNotAllowed {
+        /// The request method.
+        method: String,
+        /// The request path.
+        path: String,
+    },
+}
+
+impl ApiError {
+    /// A missing or unacceptable parameter.
+    pub fn param(param: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::InvalidParam {
+            param: param.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The HTTP status, error type, `param` and `code` of this error.
+    fn parts(
+        &self,
+    ) -> (
+        StatusCode,
+        &'static str,
+        Option<String>,
+        Option<&'static str>,
+    ) {
+        use ApiError::*;
+        let invalid = "invalid_request_error";
+        match self {
+            BadJson { param, .. } => (StatusCode::BAD_REQUEST, invalid, param.clone(), None),
+            TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, invalid, None, None),
+            InvalidParam { param, .. } => {
+                (StatusCode::BAD_REQUEST, invalid, Some(param.clone()), None)
+            }
+            UnknownModel { .. } => (
+                StatusCode::NOT_FOUND,
+                invalid,
+                Some("model".into()),
+                Some("model_not_found"),
+            ),
+            ContextLength { param, .. } => (
+                StatusCode::BAD_REQUEST,
+                invalid,
+                Some((*param).into()),
+                Some("context_length_exceeded"),
+            ),
+            Codec(CodecError::Template { .. } | CodecError::NoTemplate { .. }) => (
+                StatusCode::BAD_REQUEST,
+                invalid,
+                Some("messages".into()),
+                None,
+            ),
+            Codec(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                None,
+                None,
+            ),
+            Fleet(FleetError::NoNode { .. }) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "service_unavailable",
+                Some("model".into()),
+                Some("no_node"),
+            ),
+            Fleet(_) | Generation { .. } => (StatusCode::BAD_GATEWAY, "server_error", None, None),
+            NotFound { .. } => (StatusCode::NOT_FOUND, invalid, None, Some("unknown_url")),
+            MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, invalid, None, None),
+        }
+    }
+
+    /// The OpenAI error body: `{"error":{"message","type","param","code"}}`.
+    pub fn body(&self) -> Value {
+        let (_, kind, param, code) = self.parts();
+        json!({
+            "error": {
+                "message": self.to_string(),
+                "type": kind,
+                "param": param,
+                "code": code,
+            }
+        })
+    }
+
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::warn!(%status, error = %self, "request failed");
+        } else {
+            tracing::debug!(%status, error = %self, "request rejected");
+        }
+        (status, Json(self.body())).into_response()
+    }
+}

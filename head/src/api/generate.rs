@@ -1,0 +1,203 @@
+//! One generation from the head's side: checks the prompt against the
+//! context, dispatches it to the fleet, and turns the node's tokens into
+//! text with stop strings applied.
+
+use super::types::Params;
+use super::{ApiError, AppState};
+use crate::codec::{Detokenizer, ModelCodec, StopMatcher};
+use crate::fleet::RemoteGeneration;
+use std::sync::Arc;
+use std::time::Instant;
+use superfluid_proto::{FinishReason, GenerateEvent, GenerateRequest, TokenId};
+use tracing::Span;
+
+/// The prompt must leave room for at least one generated token.
+pub fn check_context(len: usize, max: u32, param: &'static str) -> Result<(), ApiError> {
+    if len.saturating_add(1) > max as usize {
+        return Err(ApiError::ContextLength { max, len, param });
+    }
+    Ok(())
+}
+
+/// Token counts reported to the client.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: u32,
+    /// Prompt tokens the node found in its KV cache.
+    pub cached_tokens: u32,
+    /// Tokens generated.
+    pub completion_tokens: u32,
+}
+
+/// What the next step of a generation produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Text for the client.
+    Text(String),
+    /// The generation ended; `"stop"` or `"length"`.
+    Done(&'static str),
+}
+
+/// A generation running on a node, read as text.
+///
+/// Dropping it drops the [`RemoteGeneration`], which cancels the generation
+/// on the node (for example when the client disconnects).
+pub struct Generation {
+    remote: Option<RemoteGeneration>,
+    codec: Arc<ModelCodec>,
+    detok: Detokenizer,
+    stop: StopMatcher,
+    usage: Usage,
+    finish: &'static str,
+    started: Instant,
+    seen_first_token: bool,
+    span: Span,
+    /// The node serving it.
+    pub node: String,
+}
+
+impl Generation {
+    /// Checks the prompt against the context and sends it to a node.
+    /// `param` names the request field the prompt came from.
+    pub async fn start(
+        state: &AppState,
+        codec: Arc<ModelCodec>,
+        prompt: Vec<TokenId>,
+        params: &Params,
+        param: &'static str,
+        span: Span,
+    ) -> Result<Generation, ApiError> {
+        if prompt.is_empty() {
+            return Err(ApiError::param(
+                param,
+                format!("`{param}` is empty; give some text to continue"),
+            ));
+        }
+        let ctx = state.fleet.context_len(codec.id()).ok_or_else(|| {
+            ApiError::Fleet(crate::fleet::FleetError::NoNode {
+                model: codec.id().to_owned(),
+            })
+        })?;
+        check_context(prompt.len(), ctx, param)?;
+        let len = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
+        let room = ctx.saturating_sub(len);
+        let max_tokens = params.max_tokens.map_or(room, |m| m.min(room));
+        span.record("prompt_tokens", len);
+        let request = GenerateRequest {
+            model: codec.id().to_owned(),
+            prompt,
+            sampling: params.sampling.clone(),
+            max_tokens,
+        };
+        let started = Instant::now();
+        let remote = state.fleet.generate(request).await?;
+        let node = remote.node_name.clone();
+        span.record("node", node.as_str());
+        Ok(Generation {
+            remote: Some(remote),
+            codec,
+            detok: Detokenizer::new(),
+            stop: StopMatcher::new(params.stop.iter().cloned()),
+            usage: Usage {
+                prompt_tokens: len,
+                ..Usage::default()
+            },
+            finish: "stop",
+            started,
+            seen_first_token: false,
+            span,
+            node,
+        })
+    }
+
+    /// Token counts so far (final once [`Step::Done`] was returned).
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// The next piece of text, or the end. After [`Step::Done`] or an error
+    /// it keeps answering [`Step::Done`].
+    pub async fn next(&mut self) -> Result<Step, ApiError> {
+        loop {
+            let Some(remote) = self.remote.as_mut() else {
+                return Ok(Step::Done(self.finish));
+            };
+            let event = match remote.next_event().await {
+                Ok(event) => event,
+                Err(err) => {
+                    self.remote = None;
+                    return Err(err.into());
+                }
+            };
+            match event {
+                Some(GenerateEvent::Tokens(ids)) => {
+                    self.first_token();
+                    let n = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+                    self.usage.completion_tokens = self.usage.completion_tokens.saturating_add(n);
+                    let text = self.detok.feed(&self.codec, &ids);
+                    let out = self.stop.push(&text);
+                    if out.stopped {
+                        // Dropping the remote generation cancels it on the node.
+                        self.remote = None;
+                        self.finish = "stop";
+                        self.log_end();
+                    }
+                    if !out.text.is_empty() {
+                        return Ok(Step::Text(out.text));
+                    }
+                }
+                Some(GenerateEvent::Finished(outcome)) => {
+                    self.remote = None;
+                    self.finish = match outcome.finish {
+                        FinishReason::Length => "length",
+                        FinishReason::Stop | FinishReason::Cancelled => "stop",
+                    };
+                    self.usage.prompt_tokens = outcome.prompt_tokens;
+                    self.usage.cached_tokens = outcome.cached_tokens;
+                    self.usage.completion_tokens = outcome.generated_tokens;
+                    self.span.record("cached_tokens", outcome.cached_tokens);
+                    self.detok.finish();
+                    self.log_end();
+                    let rest = self.stop.finish();
+                    if !rest.is_empty() {
+                        return Ok(Step::Text(rest));
+                    }
+                }
+                Some(GenerateEvent::Failed { message }) => {
+                    self.remote = None;
+                    return Err(ApiError::Generation { message });
+                }
+                None => {
+                    self.remote = None;
+                    return Err(ApiError::Generation {
+                        message: format!(
+                            "node {} ended the stream without a final outcome; retry the request",
+                            self.node
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
+    fn first_token(&mut self) {
+        if !self.seen_first_token {
+            self.seen_first_token = true;
+            let ttft = self.started.elapsed().as_secs_f64() * 1000.0;
+            self.span.record("ttft_ms", ttft);
+        }
+    }
+
+    fn log_end(&self) {
+        let usage = self.usage;
+        self.span.in_scope(|| {
+            tracing::info!(
+                finish = self.finish,
+                completion_tokens = usage.completion_tokens,
+                elapsed_ms = self.started.elapsed().as_millis() as u64,
+                "generation done"
+            );
+        });
+    }
+}

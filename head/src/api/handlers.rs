@@ -1,0 +1,153 @@
+//! The route handlers: each validates its request, builds the prompt and
+//! hands the generation to [`respond`](super::respond).
+
+use super::extract::ApiJson;
+use super::generate::Generation;
+use super::respond::{self, Envelope, Flavor};
+use super::types::CompletionRequest;
+use super::{ApiError, AppState};
+use crate::codec::ModelCodec;
+use axum::extract::State;
+use axum::http::{Method, Uri};
+use axum::response::Response;
+use axum::Json;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tracing::{field, Instrument, Span};
+
+/// `POST /v1/chat/completions`.
+pub async fn chat(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<CompletionRequest>,
+) -> Result<Response, ApiError> {
+    let id = next_request_id();
+    let span = request_span("chat", &id);
+    let inner = span.clone();
+    let work = async move {
+        let codec = find_model(&state, &req)?;
+        let messages = req.chat_messages()?;
+        let params = req.params()?;
+        let text = codec.render_chat(&messages)?;
+        let prompt = codec.tokenize(&text);
+        let generation =
+            Generation::start(&state, codec.clone(), prompt, &params, "messages", inner).await?;
+        let envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
+        run(generation, envelope, params.stream, params.include_usage).await
+    };
+    work.instrument(span).await
+}
+
+/// `POST /v1/completions`.
+pub async fn completions(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<CompletionRequest>,
+) -> Result<Response, ApiError> {
+    let id = next_request_id();
+    let span = request_span("completions", &id);
+    let inner = span.clone();
+    let work = async move {
+        let codec = find_model(&state, &req)?;
+        let text = req.prompt_text()?;
+        let params = req.params()?;
+        let prompt = codec.tokenize(text);
+        let generation =
+            Generation::start(&state, codec.clone(), prompt, &params, "prompt", inner).await?;
+        let envelope = Envelope::new(Flavor::Text, codec.id(), &id);
+        run(generation, envelope, params.stream, params.include_usage).await
+    };
+    work.instrument(span).await
+}
+
+/// `GET /v1/models`.
+pub async fn models(State(state): State<AppState>) -> Json<Value> {
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let data: Vec<Value> = state
+        .catalog
+        .ids()
+        .into_iter()
+        .map(
+            |id| json!({"id": id, "object": "model", "created": created, "owned_by": "superfluid"}),
+        )
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// `GET /health`.
+pub async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Any path no route matches.
+pub async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}
+
+/// A known path with the wrong method.
+pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}
+
+async fn run(
+    generation: Generation,
+    envelope: Envelope,
+    stream: bool,
+    include_usage: bool,
+) -> Result<Response, ApiError> {
+    if stream {
+        Ok(respond::stream(generation, envelope, include_usage))
+    } else {
+        respond::complete(generation, envelope).await
+    }
+}
+
+/// The codec of the requested model: 400 if none is named, 404 if it is
+/// not served.
+fn find_model(state: &AppState, req: &CompletionRequest) -> Result<Arc<ModelCodec>, ApiError> {
+    let id = req.model_id()?;
+    Span::current().record("model", id);
+    state
+        .catalog
+        .get(id)
+        .cloned()
+        .ok_or_else(|| ApiError::UnknownModel {
+            model: id.to_owned(),
+            served: state.catalog.ids(),
+        })
+}
+
+/// The span every request's logs go to, with a fresh request id.
+fn request_span(endpoint: &'static str, id: &str) -> Span {
+    tracing::info_span!(
+        "request",
+        id = %id,
+        endpoint,
+        model = field::Empty,
+        node = field::Empty,
+        prompt_tokens = field::Empty,
+        cached_tokens = field::Empty,
+        ttft_ms = field::Empty,
+    )
+}
+
+/// A request id unique within this process and unlikely to repeat across
+/// restarts.
+fn next_request_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    format!("{:x}{:04x}", start >> 16, n & 0xffff)
+}

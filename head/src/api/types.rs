@@ -1,0 +1,303 @@
+//! The OpenAI request body and its validation into what the fleet needs.
+
+use super::ApiError;
+use crate::codec::ChatMessage;
+use serde::Deserialize;
+use serde_json::Value;
+use superfluid_proto::Sampling;
+
+/// The most stop strings one request may give.
+const MAX_STOPS: usize = 16;
+
+/// The body of `/v1/chat/completions` and `/v1/completions` (each endpoint
+/// reads the fields it knows; unknown fields are ignored).
+#[derive(Debug, Default, Deserialize)]
+pub struct CompletionRequest {
+    /// The model id.
+    pub model: Option<String>,
+    /// Chat turns (chat completions).
+    pub messages: Option<Vec<RequestMessage>>,
+    /// A string, or an array of one string (completions).
+    pub prompt: Option<Value>,
+    /// Answer with server-sent events.
+    pub stream: Option<bool>,
+    /// Streaming options.
+    pub stream_options: Option<StreamOptions>,
+    /// The most tokens to generate (legacy name).
+    pub max_tokens: Option<i64>,
+    /// The most tokens to generate.
+    pub max_completion_tokens: Option<i64>,
+    /// Sampling temperature in [0, 2].
+    pub temperature: Option<f64>,
+    /// Nucleus sampling mass in (0, 1].
+    pub top_p: Option<f64>,
+    /// Keep the k most likely tokens; 0 disables it.
+    pub top_k: Option<i64>,
+    /// Minimum probability relative to the most likely token, in [0, 1].
+    pub min_p: Option<f64>,
+    /// Seed of the random choice.
+    pub seed: Option<i64>,
+    /// Additive penalty on seen tokens, in [-2, 2].
+    pub presence_penalty: Option<f64>,
+    /// Additive penalty per occurrence, in [-2, 2].
+    pub frequency_penalty: Option<f64>,
+    /// Multiplicative penalty on recent tokens, > 0.
+    #[serde(alias = "repeat_penalty")]
+    pub repetition_penalty: Option<f64>,
+    /// A stop string or an array of them.
+    pub stop: Option<Value>,
+    /// Choices to generate; only 1 is supported.
+    pub n: Option<i64>,
+}
+
+/// `stream_options`.
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    /// Send a last chunk with the token usage.
+    pub include_usage: Option<bool>,
+}
+
+/// One chat message as the client sent it.
+#[derive(Debug, Deserialize)]
+pub struct RequestMessage {
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// A string, an array of `{"type":"text","text":...}` parts, or null.
+    #[serde(default)]
+    pub content: Value,
+}
+
+/// The validated generation parameters common to both endpoints.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Sampling for the node.
+    pub sampling: Sampling,
+    /// The client's token limit, if it gave one.
+    pub max_tokens: Option<u32>,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Answer with server-sent events.
+    pub stream: bool,
+    /// Send the usage chunk when streaming.
+    pub include_usage: bool,
+}
+
+impl CompletionRequest {
+    /// The model id; a missing or empty one is an error.
+    pub fn model_id(&self) -> Result<&str, ApiError> {
+        match self.model.as_deref() {
+            Some(m) if !m.trim().is_empty() => Ok(m),
+            _ => Err(ApiError::param(
+                "model",
+                "missing required parameter `model`; set it to one of the ids listed by GET /v1/models",
+            )),
+        }
+    }
+
+    /// Checks every generation parameter; the error names the first bad one.
+    pub fn params(&self) -> Result<Params, ApiError> {
+        if let Some(n) = self.n {
+            if n != 1 {
+                return Err(ApiError::param(
+                    "n",
+                    format!(
+                        "`n` must be 1 (got {n}); this server generates one choice per request"
+                    ),
+                ));
+            }
+        }
+        let defaults = Sampling::default();
+        let sampling = Sampling {
+            temperature: range(
+                "temperature",
+                self.temperature,
+                0.0,
+                2.0,
+                defaults.temperature,
+            )?,
+            top_p: top_p(self.top_p)?,
+            top_k: match self.top_k {
+                None => defaults.top_k,
+                Some(k) => u32::try_from(k).map_err(|_| {
+                    ApiError::param(
+                        "top_k",
+                        format!("`top_k` must be 0 (off) or a positive number of tokens (got {k})"),
+                    )
+                })?,
+            },
+            min_p: range("min_p", self.min_p, 0.0, 1.0, defaults.min_p)?,
+            seed: self
+                .seed
+                .map_or_else(random_seed, |s| (s as u64 & 0xffff_ffff) as u32),
+            repetition_penalty: repetition(self.repetition_penalty)?,
+            presence_penalty: range("presence_penalty", self.presence_penalty, -2.0, 2.0, 0.0)?,
+            frequency_penalty: range("frequency_penalty", self.frequency_penalty, -2.0, 2.0, 0.0)?,
+            penalty_last_n: defaults.penalty_last_n,
+        };
+        let max_tokens = match (self.max_completion_tokens, self.max_tokens) {
+            (Some(m), _) => Some(positive("max_completion_tokens", m)?),
+            (None, Some(m)) => Some(positive("max_tokens", m)?),
+            (None, None) => None,
+        };
+        Ok(Params {
+            sampling,
+            max_tokens,
+            stop: stops(self.stop.as_ref())?,
+            stream: self.stream.unwrap_or(false),
+            include_usage: self
+                .stream_options
+                .as_ref()
+                .and_then(|o| o.include_usage)
+                .unwrap_or(false),
+        })
+    }
+
+    /// The chat messages for the template; errors name the message at fault.
+    pub fn chat_messages(&self) -> Result<Vec<ChatMessage>, ApiError> {
+        let Some(messages) = &self.messages else {
+            return Err(ApiError::param("messages", "missing required parameter `messages`; give at least one {\"role\":\"user\",\"content\":\"...\"}"));
+        };
+        if messages.is_empty() {
+            return Err(ApiError::param(
+                "messages",
+                "`messages` is empty; give at least one message",
+            ));
+        }
+        messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let role = match m.role.as_str() {
+                    "system" | "developer" => "system",
+                    r @ ("user" | "assistant" | "tool") => r,
+                    other => {
+                        return Err(ApiError::param(
+                            format!("messages[{i}].role"),
+                            format!("unknown role {other:?} in messages[{i}]; use system, developer, user, assistant or tool"),
+                        ))
+                    }
+                };
+                Ok(ChatMessage::new(role, content_text(&m.content, i)?))
+            })
+            .collect()
+    }
+
+    /// The raw completion prompt: a string or an array of one string.
+    pub fn prompt_text(&self) -> Result<&str, ApiError> {
+        let bad = || {
+            ApiError::param(
+                "prompt",
+                "`prompt` must be a string or an array of exactly one string",
+            )
+        };
+        match &self.prompt {
+            None => Err(ApiError::param(
+                "prompt",
+                "missing required parameter `prompt`",
+            )),
+            Some(Value::String(s)) => Ok(s),
+            Some(Value::Array(items)) => match items.as_slice() {
+                [Value::String(s)] => Ok(s),
+                _ => Err(bad()),
+            },
+            Some(_) => Err(bad()),
+        }
+    }
+}
+
+/// The text of a message's content: a string, text parts joined, or null.
+fn content_text(content: &Value, i: usize) -> Result<String, ApiError> {
+    let param = || format!("messages[{i}].content");
+    match content {
+        Value::Null => Ok(String::new()),
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(parts) => {
+            let mut text = String::new();
+            for (j, part) in parts.iter().enumerate() {
+                match (part.get("type").and_then(Value::as_str), part.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => text.push_str(t),
+                    (kind, _) => {
+                        return Err(ApiError::param(
+                            param(),
+                            format!("messages[{i}].content[{j}] is not supported (type {}); only {{\"type\":\"text\",\"text\":\"...\"}} parts are", kind.unwrap_or("missing")),
+                        ))
+                    }
+                }
+            }
+            Ok(text)
+        }
+        _ => Err(ApiError::param(
+            param(),
+            format!("messages[{i}].content must be a string or an array of text parts"),
+        )),
+    }
+}
+
+/// A value in `[lo, hi]`, or the default.
+fn range(name: &str, value: Option<f64>, lo: f64, hi: f64, default: f32) -> Result<f32, ApiError> {
+    match value {
+        None => Ok(default),
+        Some(v) if (lo..=hi).contains(&v) => Ok(v as f32),
+        Some(v) => Err(ApiError::param(
+            name,
+            format!("`{name}` must be between {lo} and {hi} (got {v})"),
+        )),
+    }
+}
+
+fn top_p(value: Option<f64>) -> Result<f32, ApiError> {
+    match value {
+        None => Ok(1.0),
+        Some(v) if v > 0.0 && v <= 1.0 => Ok(v as f32),
+        Some(v) => Err(ApiError::param(
+            "top_p",
+            format!("`top_p` must be greater than 0 and at most 1 (got {v})"),
+        )),
+    }
+}
+
+fn repetition(value: Option<f64>) -> Result<f32, ApiError> {
+    match value {
+        None => Ok(1.0),
+        Some(v) if v > 0.0 && v <= 10.0 => Ok(v as f32),
+        Some(v) => Err(ApiError::param("repetition_penalty", format!("`repetition_penalty` must be greater than 0 and at most 10; 1 disables it (got {v})"))),
+    }
+}
+
+fn positive(name: &str, value: i64) -> Result<u32, ApiError> {
+    if value <= 0 {
+        return Err(ApiError::param(
+            name,
+            format!("`{name}` must be at least 1 (got {value})"),
+        ));
+    }
+    Ok(u32::try_from(value).unwrap_or(u32::MAX))
+}
+
+fn stops(value: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let bad = || {
+        ApiError::param(
+            "stop",
+            format!("`stop` must be a string or an array of at most {MAX_STOPS} strings"),
+        )
+    };
+    let list = match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) if items.len() <= MAX_STOPS => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned).ok_or_else(bad))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad()),
+    };
+    Ok(list.into_iter().filter(|s| !s.is_empty()).collect())
+}
+
+/// A seed for requests that do not give one.
+fn random_seed() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
+        .unwrap_or(0);
+    nanos.wrapping_mul(0x9e37_79b9)
+}
