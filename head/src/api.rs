@@ -15,6 +15,8 @@ pub mod respond;
 pub mod types;
 
 #[cfg(test)]
+mod flow_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::ApiError;

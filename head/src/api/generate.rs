@@ -5,7 +5,8 @@
 use super::types::Params;
 use super::{ApiError, AppState};
 use crate::codec::{Detokenizer, ModelCodec, StopMatcher};
-use crate::fleet::RemoteGeneration;
+use crate::fleet::{FleetError, RemoteGeneration};
+use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
 use superfluid_proto::{FinishReason, GenerateEvent, GenerateRequest, TokenId};
@@ -17,6 +18,19 @@ pub fn check_context(len: usize, max: u32, param: &'static str) -> Result<(), Ap
         return Err(ApiError::ContextLength { max, len, param });
     }
     Ok(())
+}
+
+/// Where a generation's events come from: a node over Link F, or a script
+/// in tests. Dropping the source cancels the generation.
+pub trait EventSource: Send {
+    /// The next event; `Ok(None)` once the stream has ended.
+    fn next_event(&mut self) -> BoxFuture<'_, Result<Option<GenerateEvent>, FleetError>>;
+}
+
+impl EventSource for RemoteGeneration {
+    fn next_event(&mut self) -> BoxFuture<'_, Result<Option<GenerateEvent>, FleetError>> {
+        Box::pin(RemoteGeneration::next_event(self))
+    }
 }
 
 /// Token counts reported to the client.
@@ -44,7 +58,7 @@ pub enum Step {
 /// Dropping it drops the [`RemoteGeneration`], which cancels the generation
 /// on the node (for example when the client disconnects).
 pub struct Generation {
-    remote: Option<RemoteGeneration>,
+    remote: Option<Box<dyn EventSource>>,
     codec: Arc<ModelCodec>,
     detok: Detokenizer,
     stop: StopMatcher,
@@ -94,21 +108,37 @@ impl Generation {
         let remote = state.fleet.generate(request).await?;
         let node = remote.node_name.clone();
         span.record("node", node.as_str());
-        Ok(Generation {
-            remote: Some(remote),
+        let mut generation =
+            Generation::from_source(Box::new(remote), codec, &params.stop, len, node, span);
+        generation.started = started;
+        Ok(generation)
+    }
+
+    /// A generation reading events from `source`, already dispatched to
+    /// `node` with a prompt of `prompt_tokens` tokens.
+    pub fn from_source(
+        source: Box<dyn EventSource>,
+        codec: Arc<ModelCodec>,
+        stop: &[String],
+        prompt_tokens: u32,
+        node: String,
+        span: Span,
+    ) -> Generation {
+        Generation {
+            remote: Some(source),
             codec,
             detok: Detokenizer::new(),
-            stop: StopMatcher::new(params.stop.iter().cloned()),
+            stop: StopMatcher::new(stop.iter().cloned()),
             usage: Usage {
-                prompt_tokens: len,
+                prompt_tokens,
                 ..Usage::default()
             },
             finish: "stop",
-            started,
+            started: Instant::now(),
             seen_first_token: false,
             span,
             node,
-        })
+        }
     }
 
     /// Token counts so far (final once [`Step::Done`] was returned).

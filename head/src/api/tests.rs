@@ -12,9 +12,9 @@ use serde_json::{json, Value};
 use std::sync::OnceLock;
 use tower::ServiceExt;
 
-const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1";
+pub(super) const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1";
 
-fn catalog() -> Arc<Catalog> {
+pub(super) fn catalog() -> Arc<Catalog> {
     static CATALOG: OnceLock<Arc<Catalog>> = OnceLock::new();
     CATALOG
         .get_or_init(|| match Catalog::load(backend(), [model_path()]) {
