@@ -63,7 +63,10 @@ impl LlamaEngine {
     /// # Errors
     /// [`EngineError::Load`] when the model cannot be loaded,
     /// [`EngineError::Context`] when the context cannot be created.
-    pub fn start(backend: Arc<LlamaBackend>, config: LlamaConfig) -> Result<LlamaEngine, EngineError> {
+    pub fn start(
+        backend: Arc<LlamaBackend>,
+        config: LlamaConfig,
+    ) -> Result<LlamaEngine, EngineError> {
         let config = LlamaConfig {
             slots: config.slots.max(1),
             ctx: config.ctx.max(2),
@@ -98,25 +101,42 @@ impl LlamaEngine {
     }
 }
 
+/// The checks every engine makes before queueing a request: the model id,
+/// a non-empty prompt, and room for the prompt plus one generated token.
+///
+/// # Errors
+/// [`EngineError::UnknownModel`], [`EngineError::EmptyPrompt`] or [`EngineError::TooLong`].
+pub fn validate(model: &ModelDescription, request: &GenerateRequest) -> Result<(), EngineError> {
+    if request.model != model.id {
+        return Err(EngineError::UnknownModel {
+            requested: request.model.clone(),
+            served: model.id.clone(),
+        });
+    }
+    if request.prompt.is_empty() {
+        return Err(EngineError::EmptyPrompt);
+    }
+    let len = u32::try_from(request.prompt.len()).unwrap_or(u32::MAX);
+    if len.saturating_add(1) > model.ctx {
+        return Err(EngineError::TooLong {
+            len,
+            max: model.ctx,
+        });
+    }
+    Ok(())
+}
+
 impl Engine for LlamaEngine {
     fn info(&self) -> &EngineInfo {
         &self.info
     }
 
     fn submit(&self, request: GenerateRequest) -> Result<Generation, EngineError> {
-        let model = &self.info.model;
-        if request.model != model.id {
-            return Err(EngineError::UnknownModel { requested: request.model, served: model.id.clone() });
-        }
-        if request.prompt.is_empty() {
-            return Err(EngineError::EmptyPrompt);
-        }
-        let len = u32::try_from(request.prompt.len()).unwrap_or(u32::MAX);
-        if len.saturating_add(1) > model.ctx {
-            return Err(EngineError::TooLong { len, max: model.ctx });
-        }
+        validate(&self.info.model, &request)?;
         let (events, rx) = mpsc::unbounded_channel();
-        self.jobs.send(Job { request, events }).map_err(|_| EngineError::Stopped)?;
+        self.jobs
+            .send(Job { request, events })
+            .map_err(|_| EngineError::Stopped)?;
         Ok(Generation { events: rx })
     }
 }

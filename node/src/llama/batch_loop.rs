@@ -56,13 +56,18 @@ pub fn run(
     jobs: Receiver<Job>,
 ) {
     let path = config.model_path.display().to_string();
-    let model = match LlamaModel::load_from_file(backend, &config.model_path, &LlamaModelParams::default()) {
-        Ok(model) => model,
-        Err(e) => {
-            let _ = ready.send(Err(EngineError::Load { path, reason: e.to_string() }));
-            return;
-        }
-    };
+    let model =
+        match LlamaModel::load_from_file(backend, &config.model_path, &LlamaModelParams::default())
+        {
+            Ok(model) => model,
+            Err(e) => {
+                let _ = ready.send(Err(EngineError::Load {
+                    path,
+                    reason: e.to_string(),
+                }));
+                return;
+            }
+        };
     let n_batch = config.prefill_chunk.saturating_add(config.slots);
     let threads = i32::try_from(config.threads).unwrap_or(1);
     let params = LlamaContextParams::default()
@@ -76,7 +81,11 @@ pub fn run(
     let ctx = match model.new_context(backend, params) {
         Ok(ctx) => ctx,
         Err(e) => {
-            let _ = ready.send(Err(EngineError::Context { ctx: config.ctx, slots: config.slots, reason: e.to_string() }));
+            let _ = ready.send(Err(EngineError::Context {
+                ctx: config.ctx,
+                slots: config.slots,
+                reason: e.to_string(),
+            }));
             return;
         }
     };
@@ -101,10 +110,20 @@ struct Batcher<'m> {
 }
 
 impl<'m> Batcher<'m> {
-    fn new(model: &'m LlamaModel, ctx: LlamaContext<'m>, config: &LlamaConfig, n_batch: usize) -> Self {
+    fn new(
+        model: &'m LlamaModel,
+        ctx: LlamaContext<'m>,
+        config: &LlamaConfig,
+        n_batch: usize,
+    ) -> Self {
         let n_slots = config.slots as usize;
         let slots = (0..n_slots)
-            .map(|_| Slot { tokens: Vec::new(), n_past: 0, last_used: 0, running: None })
+            .map(|_| Slot {
+                tokens: Vec::new(),
+                n_past: 0,
+                last_used: 0,
+                running: None,
+            })
             .collect();
         Self {
             vocab: model.vocab(),
@@ -163,17 +182,35 @@ impl<'m> Batcher<'m> {
     /// Moves queued jobs into idle slots, first come first served.
     fn admit(&mut self) {
         while let Some(job) = self.queue.pop_front() {
-            let Some(job) = self.reject_invalid(job) else { continue };
-            let candidates = self.slots.iter().enumerate().filter(|(_, s)| s.running.is_none()).map(|(index, s)| {
-                slots::Candidate { index, cached: &s.tokens[..], last_used: s.last_used }
-            });
-            let prompt: Vec<LlamaToken> = job.request.prompt.iter().map(|&t| LlamaToken(t as i32)).collect();
+            let Some(job) = self.reject_invalid(job) else {
+                continue;
+            };
+            let candidates = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.running.is_none())
+                .map(|(index, s)| slots::Candidate {
+                    index,
+                    cached: &s.tokens[..],
+                    last_used: s.last_used,
+                });
+            let prompt: Vec<LlamaToken> = job
+                .request
+                .prompt
+                .iter()
+                .map(|&t| LlamaToken(t as i32))
+                .collect();
             let Some(choice) = slots::choose(candidates, &prompt) else {
                 self.queue.push_front(job);
                 return;
             };
             let seq = choice.index as u32;
-            if self.ctx.clear_kv_cache_seq(Some(seq), Some(choice.reuse as u32), None) != Ok(true) {
+            if self
+                .ctx
+                .clear_kv_cache_seq(Some(seq), Some(choice.reuse as u32), None)
+                != Ok(true)
+            {
                 // Partial removal failed: start the sequence over.
                 let _ = self.ctx.clear_kv_cache_seq(Some(seq), None, None);
             }
@@ -202,7 +239,10 @@ impl<'m> Batcher<'m> {
     fn reject_invalid(&self, job: Job) -> Option<Job> {
         let prompt = &job.request.prompt;
         if let Some(bad) = prompt.iter().find(|&&t| t >= self.n_vocab as u32) {
-            let message = format!("token {bad} is not in the model's vocabulary of {} tokens", self.n_vocab);
+            let message = format!(
+                "token {bad} is not in the model's vocabulary of {} tokens",
+                self.n_vocab
+            );
             let _ = job.events.send(GenerateEvent::Failed { message });
             return None;
         }
@@ -228,7 +268,9 @@ impl<'m> Batcher<'m> {
         // Decoding slots (one pending token) first, so prefill never stalls them.
         for pass in 0..2 {
             for (index, slot) in self.slots.iter_mut().enumerate() {
-                let Some(running) = slot.running.as_mut() else { continue };
+                let Some(running) = slot.running.as_mut() else {
+                    continue;
+                };
                 let pending = slot.tokens.len() - slot.n_past;
                 let take = match pass {
                     0 if pending == 1 => 1,
@@ -244,7 +286,9 @@ impl<'m> Batcher<'m> {
                         self.to_sample.push((index, self.batch.n_tokens()));
                     }
                     // The batch holds `prefill_chunk + slots` tokens, so this cannot overflow.
-                    let _ = self.batch.add(slot.tokens[p], p as i32, &[index as i32], last);
+                    let _ = self
+                        .batch
+                        .add(slot.tokens[p], p as i32, &[index as i32], last);
                 }
                 running.fed = take;
             }
@@ -272,13 +316,19 @@ impl<'m> Batcher<'m> {
 
     fn sample(&mut self, index: usize, batch_index: i32) {
         let slot = &mut self.slots[index];
-        let Some(running) = slot.running.as_mut() else { return };
+        let Some(running) = slot.running.as_mut() else {
+            return;
+        };
         let token = running.sampler.sample(&self.ctx, batch_index);
         let finish = if self.vocab.is_eog(token) {
             Some(FinishReason::Stop)
         } else {
             running.generated += 1;
-            if running.events.send(GenerateEvent::Tokens(vec![token.0 as u32])).is_err() {
+            if running
+                .events
+                .send(GenerateEvent::Tokens(vec![token.0 as u32]))
+                .is_err()
+            {
                 slot.running = None;
                 return;
             }
@@ -306,11 +356,15 @@ impl<'m> Batcher<'m> {
     /// sequences, since their KV state is unknown.
     fn fail_fed(&mut self, message: &str) {
         for (index, slot) in self.slots.iter_mut().enumerate() {
-            let Some(running) = slot.running.as_ref() else { continue };
+            let Some(running) = slot.running.as_ref() else {
+                continue;
+            };
             if running.fed == 0 {
                 continue;
             }
-            let _ = running.events.send(GenerateEvent::Failed { message: message.to_owned() });
+            let _ = running.events.send(GenerateEvent::Failed {
+                message: message.to_owned(),
+            });
             slot.running = None;
             slot.tokens.clear();
             slot.n_past = 0;

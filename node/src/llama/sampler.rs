@@ -17,7 +17,9 @@ pub fn build(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
     let penalised = repeat != 1.0 || frequency != 0.0 || presence != 0.0;
     if penalised && sampling.penalty_last_n > 0 {
         let last_n = i32::try_from(sampling.penalty_last_n).unwrap_or(i32::MAX);
-        chain.push(LlamaSampler::penalties(n_vocab, last_n, repeat, frequency, presence));
+        chain.push(LlamaSampler::penalties(
+            n_vocab, last_n, repeat, frequency, presence,
+        ));
     }
     let temperature = finite_or(sampling.temperature, 0.0);
     if temperature <= 0.0 {
@@ -25,7 +27,9 @@ pub fn build(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
         return LlamaSampler::chain_simple(chain);
     }
     if sampling.top_k > 0 {
-        let k = i32::try_from(sampling.top_k).unwrap_or(i32::MAX).min(n_vocab.max(1));
+        let k = i32::try_from(sampling.top_k)
+            .unwrap_or(i32::MAX)
+            .min(n_vocab.max(1));
         chain.push(LlamaSampler::top_k(k));
     }
     if sampling.top_p > 0.0 && sampling.top_p < 1.0 {

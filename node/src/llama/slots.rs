@@ -53,7 +53,11 @@ mod tests {
     use super::*;
 
     fn cand(index: usize, cached: &[u32], last_used: u64) -> Candidate<'_, u32> {
-        Candidate { index, cached, last_used }
+        Candidate {
+            index,
+            cached,
+            last_used,
+        }
     }
 
     #[test]

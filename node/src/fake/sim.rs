@@ -1,0 +1,235 @@
+//! The fake engine's thread: slots, queue and modelled step times.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::Duration;
+
+use superfluid_proto::{
+    FinishReason, GenerateEvent, GenerateRequest, ModelDescription, Outcome, Sampling,
+};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::FakeCosts;
+use crate::llama::slots;
+
+/// Prompt tokens evaluated per step, shared by the prefilling slots.
+const PREFILL_CHUNK: usize = 512;
+/// Size of the fake vocabulary tokens are drawn from.
+pub const VOCAB: u32 = 32_000;
+
+pub struct Job {
+    pub request: GenerateRequest,
+    pub events: UnboundedSender<GenerateEvent>,
+}
+
+struct Running {
+    events: UnboundedSender<GenerateEvent>,
+    sampling: Sampling,
+    max_tokens: u32,
+    prompt_tokens: u32,
+    cached_tokens: u32,
+    generated: u32,
+    fed: usize,
+}
+
+/// `tokens[..n_past]` are "in the cache"; a running slot evaluates the rest.
+struct Slot {
+    tokens: Vec<u32>,
+    n_past: usize,
+    last_used: u64,
+    running: Option<Running>,
+}
+
+pub struct Sim {
+    costs: FakeCosts,
+    ctx: usize,
+    slots: Vec<Slot>,
+    queue: VecDeque<Job>,
+    step: u64,
+}
+
+impl Sim {
+    pub fn new(model: &ModelDescription, costs: FakeCosts) -> Self {
+        let slots = (0..model.slots).map(|_| Slot {
+            tokens: Vec::new(),
+            n_past: 0,
+            last_used: 0,
+            running: None,
+        });
+        Self {
+            costs,
+            ctx: model.ctx as usize,
+            slots: slots.collect(),
+            queue: VecDeque::new(),
+            step: 0,
+        }
+    }
+
+    fn busy(&self) -> bool {
+        !self.queue.is_empty() || self.slots.iter().any(|s| s.running.is_some())
+    }
+
+    pub fn serve(mut self, jobs: &Receiver<Job>) {
+        let mut open = true;
+        loop {
+            if !self.busy() {
+                match jobs.recv() {
+                    Ok(job) if open => self.queue.push_back(job),
+                    _ => return,
+                }
+            }
+            while open {
+                match jobs.try_recv() {
+                    Ok(job) => self.queue.push_back(job),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => open = false,
+                }
+            }
+            self.queue.retain(|job| !job.events.is_closed());
+            for slot in &mut self.slots {
+                if slot.running.as_ref().is_some_and(|r| r.events.is_closed()) {
+                    slot.running = None;
+                    slot.tokens.truncate(slot.n_past);
+                }
+            }
+            self.admit();
+            self.step();
+        }
+    }
+
+    fn admit(&mut self) {
+        while let Some(job) = self.queue.pop_front() {
+            if job.request.max_tokens == 0 {
+                let prompt_tokens = job.request.prompt.len() as u32;
+                let outcome = Outcome {
+                    finish: FinishReason::Length,
+                    prompt_tokens,
+                    cached_tokens: 0,
+                    generated_tokens: 0,
+                };
+                let _ = job.events.send(GenerateEvent::Finished(outcome));
+                continue;
+            }
+            let idle = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.running.is_none());
+            let candidates = idle.map(|(index, s)| slots::Candidate {
+                index,
+                cached: &s.tokens[..],
+                last_used: s.last_used,
+            });
+            let Some(choice) = slots::choose(candidates, &job.request.prompt) else {
+                self.queue.push_front(job);
+                return;
+            };
+            let slot = &mut self.slots[choice.index];
+            slot.tokens.clear();
+            slot.tokens.extend_from_slice(&job.request.prompt);
+            slot.n_past = choice.reuse;
+            slot.running = Some(Running {
+                events: job.events,
+                sampling: job.request.sampling,
+                max_tokens: job.request.max_tokens,
+                prompt_tokens: job.request.prompt.len() as u32,
+                cached_tokens: choice.reuse as u32,
+                generated: 0,
+                fed: 0,
+            });
+        }
+    }
+
+    /// Feeds one token per decoding slot and prompt chunks under the budget,
+    /// sleeps for what that costs, then emits a token for each ready slot.
+    fn step(&mut self) {
+        let mut budget = PREFILL_CHUNK;
+        let (mut decoded, mut prefilled) = (0usize, 0usize);
+        for pass in 0..2 {
+            for slot in &mut self.slots {
+                let Some(running) = slot.running.as_mut() else {
+                    continue;
+                };
+                let pending = slot.tokens.len() - slot.n_past;
+                running.fed = match pass {
+                    0 if pending == 1 => 1,
+                    1 if pending > 1 => pending.min(budget),
+                    _ => continue,
+                };
+                if pass == 0 {
+                    decoded += 1;
+                } else {
+                    budget -= running.fed;
+                    prefilled += running.fed;
+                }
+            }
+        }
+        if decoded + prefilled == 0 {
+            return;
+        }
+        self.step += 1;
+        let mut seconds =
+            prefilled as f64 / self.costs.prefill_tokens_per_sec.max(f64::MIN_POSITIVE);
+        if decoded > 0 {
+            seconds += 1.0 / self.costs.decode_tokens_per_sec.max(f64::MIN_POSITIVE);
+        }
+        std::thread::sleep(Duration::from_secs_f64(seconds.min(3600.0)));
+        for slot in &mut self.slots {
+            let Some(running) = slot.running.as_mut() else {
+                continue;
+            };
+            slot.n_past += running.fed;
+            running.fed = 0;
+            slot.last_used = self.step;
+            if slot.n_past == slot.tokens.len() {
+                Self::emit(slot, self.ctx);
+            }
+        }
+    }
+
+    fn emit(slot: &mut Slot, ctx: usize) {
+        let Some(running) = slot.running.as_mut() else {
+            return;
+        };
+        let token = next_token(&slot.tokens, &running.sampling);
+        running.generated += 1;
+        if running
+            .events
+            .send(GenerateEvent::Tokens(vec![token]))
+            .is_err()
+        {
+            slot.running = None;
+            return;
+        }
+        slot.tokens.push(token);
+        if running.generated >= running.max_tokens || slot.tokens.len() >= ctx {
+            let outcome = Outcome {
+                finish: FinishReason::Length,
+                prompt_tokens: running.prompt_tokens,
+                cached_tokens: running.cached_tokens,
+                generated_tokens: running.generated,
+            };
+            let _ = running.events.send(GenerateEvent::Finished(outcome));
+            slot.running = None;
+            slot.tokens.truncate(slot.n_past);
+        }
+    }
+}
+
+/// The token that follows `tokens`: an FNV-1a hash of the sequence (and of
+/// the seed when sampling is random), so it depends on nothing else.
+pub fn next_token(tokens: &[u32], sampling: &Sampling) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let seed = if sampling.temperature > 0.0 {
+        sampling.seed
+    } else {
+        0
+    };
+    for value in std::iter::once(seed).chain(tokens.iter().copied()) {
+        for byte in value.to_le_bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    (hash % u64::from(VOCAB)) as u32
+}
