@@ -1,0 +1,85 @@
+//! One generation stream: read the request, run it, forward its events.
+
+use crate::engine::Engine;
+use std::sync::Arc;
+use superfluid_link::{
+    control::{STREAM_BAD_FRAME, STREAM_CANCELLED},
+    quinn::{RecvStream, SendStream},
+    read_frame, write_frame, LinkError,
+};
+use superfluid_proto::{GenerateEvent, GenerateRequest};
+
+/// Serves one stream the head opened. Each event is written as soon as the
+/// engine yields it. If the head stops reading or resets the stream, the
+/// [`crate::engine::Generation`] is dropped at once, which cancels it.
+pub(super) async fn serve_stream(engine: Arc<dyn Engine>, mut send: SendStream, mut recv: RecvStream) {
+    let request = match read_frame::<GenerateRequest>(&mut recv).await {
+        Ok(Some(request)) => request,
+        Ok(None) => {
+            let _ = send.reset(STREAM_BAD_FRAME);
+            return;
+        }
+        Err(LinkError::Frame(e)) => {
+            tracing::warn!(error = %e, "bad generation request from the head; closing its stream");
+            let _ = recv.stop(STREAM_BAD_FRAME);
+            let _ = send.reset(STREAM_BAD_FRAME);
+            return;
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "generation stream failed before its request");
+            return;
+        }
+    };
+    let mut generation = match engine.submit(request) {
+        Ok(generation) => generation,
+        Err(err) => {
+            let failed = GenerateEvent::Failed { message: err.to_string() };
+            if write_frame(&mut send, &failed).await.is_ok() {
+                let _ = send.finish();
+            }
+            return;
+        }
+    };
+    let stopped = send.stopped();
+    tokio::pin!(stopped);
+    let reset = head_reset(recv);
+    tokio::pin!(reset);
+    loop {
+        let event = tokio::select! {
+            biased;
+            _ = &mut stopped => {
+                tracing::debug!("the head stopped reading; cancelling the generation");
+                return;
+            }
+            () = &mut reset => {
+                tracing::debug!("the head reset the stream; cancelling the generation");
+                let _ = send.reset(STREAM_CANCELLED);
+                return;
+            }
+            event = generation.events.recv() => event,
+        };
+        let event = event.unwrap_or_else(|| GenerateEvent::Failed { message: "the engine stopped mid-generation".into() });
+        let last = !matches!(event, GenerateEvent::Tokens(_));
+        if let Err(e) = write_frame(&mut send, &event).await {
+            tracing::debug!(error = %e, "could not send an event; cancelling the generation");
+            return;
+        }
+        if last {
+            let _ = send.finish();
+            return;
+        }
+    }
+}
+
+/// Completes when the head resets its side of the stream (or the connection
+/// fails); never after a clean end, which only means the request is complete.
+async fn head_reset(mut recv: RecvStream) {
+    let mut scratch = [0u8; 64];
+    loop {
+        match recv.read(&mut scratch).await {
+            Ok(Some(_)) => {}
+            Ok(None) => std::future::pending::<()>().await,
+            Err(_) => return,
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The agent against a small head stub written on superfluid-link, over loopback QUIC.
+
+use super::*;
+use crate::{
+    engine::{EngineError, EngineInfo, Generation},
+    fake::{FakeCosts, FakeEngine},
+};
+use std::future::Future;
+use superfluid_link::{allow_only, server_endpoint};
+use superfluid_proto::{GenerateEvent, GenerateRequest, ModelDescription, Sampling};
+use tokio::sync::mpsc;
+
+async fn within<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), f).await.expect("timed out")
+}
+
+fn model() -> ModelDescription {
+    ModelDescription { id: "m".into(), ctx: 256, slots: 2 }
+}
+
+type Submitted = (GenerateRequest, mpsc::UnboundedSender<GenerateEvent>);
+
+/// Hands each submitted generation's event sender to the test.
+struct TestEngine {
+    info: EngineInfo,
+    submitted: mpsc::UnboundedSender<Submitted>,
+}
+
+impl Engine for TestEngine {
+    fn info(&self) -> &EngineInfo {
+        &self.info
+    }
+
+    fn submit(&self, request: GenerateRequest) -> Result<Generation, EngineError> {
+        if request.model != self.info.model.id {
+            return Err(EngineError::UnknownModel { requested: request.model, served: self.info.model.id.clone() });
+        }
+        let (tx, events) = mpsc::unbounded_channel();
+        self.submitted.send((request, tx)).map_err(|_| EngineError::Stopped)?;
+        Ok(Generation { events })
+    }
+}
+
+fn test_engine() -> (Arc<dyn Engine>, mpsc::UnboundedReceiver<Submitted>) {
+    let (submitted, rx) = mpsc::unbounded_channel();
+    (Arc::new(TestEngine { info: EngineInfo { model: model() }, submitted }), rx)
+}
+
+struct HeadStub {
+    endpoint: quinn::Endpoint,
+    config: AgentConfig,
+}
+
+/// A head endpoint that authorizes exactly a fresh node identity, and the agent config pinning it.
+fn head_stub() -> HeadStub {
+    let head = Identity::generate().unwrap();
+    let node = Identity::generate().unwrap();
+    let endpoint = server_endpoint("127.0.0.1:0".parse().unwrap(), &head, allow_only([node.fingerprint()])).unwrap();
+    let config = AgentConfig {
+        head_addr: endpoint.local_addr().unwrap(),
+        head_fingerprint: head.fingerprint(),
+        identity: node,
+        name: "test-node".into(),
+    };
+    HeadStub { endpoint, config }
+}
+
+struct Joined {
+    conn: quinn::Connection,
+    hello: NodeHello,
+    _control: (SendStream, RecvStream),
+}
+
+/// Accepts the next node connection, reads its hello and answers `reply`.
+async fn accept(head: &HeadStub, reply: HeadReply) -> Joined {
+    let conn = within(async { head.endpoint.accept().await.unwrap().await.unwrap() }).await;
+    let (mut send, mut recv) = within(conn.accept_bi()).await.unwrap();
+    let hello: NodeHello = within(read_frame(&mut recv)).await.unwrap().unwrap();
+    write_frame(&mut send, &reply).await.unwrap();
+    Joined { conn, hello, _control: (send, recv) }
+}
+
+fn welcome() -> HeadReply {
+    HeadReply::Welcome { version: PROTOCOL_VERSION, node_id: "node-1".into() }
+}
+
+fn request(model: &str, max_tokens: u32) -> GenerateRequest {
+    GenerateRequest { model: model.into(), prompt: vec![1, 2, 3], sampling: Sampling::default(), max_tokens }
+}
+
+async fn start_generation(conn: &quinn::Connection, req: &GenerateRequest) -> (SendStream, RecvStream) {
+    let (mut send, recv) = conn.open_bi().await.unwrap();
+    write_frame(&mut send, req).await.unwrap();
+    send.finish().unwrap();
+    (send, recv)
+}
+
+#[tokio::test]
+async fn agent_says_hello_and_serves_a_generation_from_the_fake_engine() {
+    let head = head_stub();
+    let costs = FakeCosts { prefill_tokens_per_sec: 1e6, decode_tokens_per_sec: 1e6 };
+    let engine: Arc<dyn Engine> = Arc::new(FakeEngine::new(model(), costs));
+    let agent = tokio::spawn(run(engine, head.config.clone()));
+    let joined = accept(&head, welcome()).await;
+    assert_eq!(joined.hello, NodeHello { version: PROTOCOL_VERSION, name: "test-node".into(), models: vec![model()] });
+
+    let (_send, mut recv) = start_generation(&joined.conn, &request("m", 5)).await;
+    let mut tokens = 0;
+    let outcome = loop {
+        match within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap() {
+            Some(GenerateEvent::Tokens(t)) => tokens += t.len() as u32,
+            Some(GenerateEvent::Finished(outcome)) => break outcome,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(outcome.generated_tokens, tokens);
+    assert!(tokens >= 1 && tokens <= 5, "{tokens}");
+    assert!(within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap().is_none());
+    agent.abort();
+}
+
+/// Starts a generation, sees its first token, cancels as told, and checks the engine saw the drop.
+async fn cancel_and_check(stop_reading: bool, reset_sending: bool) {
+    let head = head_stub();
+    let (engine, mut submitted) = test_engine();
+    let agent = tokio::spawn(run(engine, head.config.clone()));
+    let joined = accept(&head, welcome()).await;
+    let (mut send, recv) = joined.conn.open_bi().await.unwrap();
+    write_frame(&mut send, &request("m", 100)).await.unwrap();
+    let mut recv = recv;
+    let (req, events) = within(submitted.recv()).await.unwrap();
+    assert_eq!(req.prompt, vec![1, 2, 3]);
+    events.send(GenerateEvent::Tokens(vec![9])).unwrap();
+    assert_eq!(within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap(), Some(GenerateEvent::Tokens(vec![9])));
+    if reset_sending {
+        send.reset(superfluid_link::control::STREAM_CANCELLED).unwrap();
+    }
+    if stop_reading {
+        recv.stop(superfluid_link::control::STREAM_CANCELLED).unwrap();
+    }
+    within(events.closed()).await;
+    agent.abort();
+}
+
+#[tokio::test]
+async fn head_cancelling_the_stream_drops_the_generation() {
+    cancel_and_check(true, true).await;
+}
+
+#[tokio::test]
+async fn head_stopping_reading_drops_the_generation() {
+    cancel_and_check(true, false).await;
+}
+
+#[tokio::test]
+async fn head_resetting_its_side_drops_the_generation() {
+    cancel_and_check(false, true).await;
+}
+
+#[tokio::test]
+async fn a_submit_error_is_sent_as_failed() {
+    let head = head_stub();
+    let (engine, _submitted) = test_engine();
+    let agent = tokio::spawn(run(engine, head.config.clone()));
+    let joined = accept(&head, welcome()).await;
+    let (_send, mut recv) = start_generation(&joined.conn, &request("other", 4)).await;
+    let event = within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap();
+    let Some(GenerateEvent::Failed { message }) = event else { panic!("{event:?}") };
+    assert!(message.contains("does not serve"), "{message}");
+    assert!(within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap().is_none());
+    agent.abort();
+}
+
+#[tokio::test]
+async fn a_refused_node_retries_and_reconnects_after_losing_the_head() {
+    let head = head_stub();
+    let (engine, _submitted) = test_engine();
+    let agent = tokio::spawn(run(engine, head.config.clone()));
+    let refused = accept(&head, HeadReply::Refused { reason: "not today".into() }).await;
+    refused.conn.close(superfluid_link::control::CLOSE_REFUSED, b"not today");
+    let joined = accept(&head, welcome()).await;
+    joined.conn.close(0u32.into(), b"head restarting");
+    let again = accept(&head, welcome()).await;
+    assert_eq!(again.hello.version, PROTOCOL_VERSION);
+    agent.abort();
+}
+
+#[tokio::test]
+async fn agent_does_not_join_a_head_with_another_key() {
+    let head = head_stub();
+    let (engine, _submitted) = test_engine();
+    let mut config = head.config.clone();
+    config.head_fingerprint = Identity::generate().unwrap().fingerprint();
+    let agent = tokio::spawn(run(engine, config));
+    let attempt = within(async { head.endpoint.accept().await.unwrap().await }).await;
+    assert!(attempt.is_err(), "the handshake should fail on the node's pin");
+    agent.abort();
+}
+
+#[test]
+fn backoff_grows_to_the_cap_with_jitter() {
+    for failures in 1..40 {
+        let d = backoff(failures);
+        assert!(d >= BACKOFF_MIN / 2 && d <= BACKOFF_MAX, "{failures}: {d:?}");
+    }
+    assert!(backoff(30) >= BACKOFF_MAX / 2);
+}
