@@ -17,6 +17,8 @@ pub mod types;
 #[cfg(test)]
 mod flow_tests;
 #[cfg(test)]
+mod node_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::ApiError;
