@@ -71,11 +71,20 @@ impl Fleet {
     /// the fewest generations in flight per slot.
     pub async fn generate(&self, request: GenerateRequest) -> Result<RemoteGeneration, FleetError> {
         let Some(in_flight) = self.inner.pick(&request.model) else {
-            return Err(FleetError::NoNode { model: request.model });
+            return Err(FleetError::NoNode {
+                model: request.model,
+            });
         };
         let node = in_flight.node().clone();
-        let lost = |e: LinkError| FleetError::NodeLost { node: node.name.clone(), reason: e.to_string() };
-        let (mut send, recv) = node.connection.open_bi().await.map_err(|e| lost(LinkError::Connection(e)))?;
+        let lost = |e: LinkError| FleetError::NodeLost {
+            node: node.name.clone(),
+            reason: e.to_string(),
+        };
+        let (mut send, recv) = node
+            .connection
+            .open_bi()
+            .await
+            .map_err(|e| lost(LinkError::Connection(e)))?;
         write_frame(&mut send, &request).await.map_err(lost)?;
         // The request is the only frame the head writes; cancelling is a stream reset/stop.
         send.finish().map_err(|e| lost(LinkError::Closed(e)))?;
@@ -149,7 +158,10 @@ impl RemoteGeneration {
     }
 
     fn lost(&self, reason: String) -> FleetError {
-        FleetError::NodeLost { node: self.node_name.clone(), reason }
+        FleetError::NodeLost {
+            node: self.node_name.clone(),
+            reason,
+        }
     }
 }
 

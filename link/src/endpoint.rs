@@ -33,7 +33,11 @@ pub fn transport_config() -> Arc<quinn::TransportConfig> {
 
 /// The head's endpoint: listens on `addr` (port 0 picks one; see `local_addr`)
 /// and accepts nodes whose key `authorizer` approves.
-pub fn server_endpoint(addr: SocketAddr, identity: &Identity, authorizer: Authorizer) -> Result<quinn::Endpoint, LinkError> {
+pub fn server_endpoint(
+    addr: SocketAddr,
+    identity: &Identity,
+    authorizer: Authorizer,
+) -> Result<quinn::Endpoint, LinkError> {
     let tls = tls::server_config(identity, authorizer)?;
     let crypto = QuicServerConfig::try_from(tls).map_err(LinkError::QuicTls)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
@@ -43,7 +47,11 @@ pub fn server_endpoint(addr: SocketAddr, identity: &Identity, authorizer: Author
 
 /// A node's endpoint for dialing a head at an address of `head_addr`'s family,
 /// presenting `identity` and trusting only `head`.
-pub fn client_endpoint(head_addr: SocketAddr, identity: &Identity, head: Fingerprint) -> Result<quinn::Endpoint, LinkError> {
+pub fn client_endpoint(
+    head_addr: SocketAddr,
+    identity: &Identity,
+    head: Fingerprint,
+) -> Result<quinn::Endpoint, LinkError> {
     let tls = tls::client_config(identity, head)?;
     let crypto = QuicClientConfig::try_from(tls).map_err(LinkError::QuicTls)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
@@ -53,22 +61,33 @@ pub fn client_endpoint(head_addr: SocketAddr, identity: &Identity, head: Fingerp
     } else {
         (Ipv4Addr::UNSPECIFIED, 0).into()
     };
-    let mut endpoint = quinn::Endpoint::client(bind).map_err(|source| LinkError::Bind { addr: bind, source })?;
+    let mut endpoint =
+        quinn::Endpoint::client(bind).map_err(|source| LinkError::Bind { addr: bind, source })?;
     endpoint.set_default_client_config(config);
     Ok(endpoint)
 }
 
 /// Dials the head at `addr` and completes the handshake.
-pub async fn connect(endpoint: &quinn::Endpoint, addr: SocketAddr) -> Result<quinn::Connection, LinkError> {
-    let connecting = endpoint.connect(addr, SERVER_NAME).map_err(LinkError::Connect)?;
+pub async fn connect(
+    endpoint: &quinn::Endpoint,
+    addr: SocketAddr,
+) -> Result<quinn::Connection, LinkError> {
+    let connecting = endpoint
+        .connect(addr, SERVER_NAME)
+        .map_err(LinkError::Connect)?;
     connecting.await.map_err(LinkError::Connection)
 }
 
 /// The fingerprint of the key the peer proved it holds during the handshake.
 pub fn peer_fingerprint(connection: &quinn::Connection) -> Result<Fingerprint, LinkError> {
-    let identity = connection.peer_identity().ok_or(LinkError::NoPeerIdentity)?;
+    let identity = connection
+        .peer_identity()
+        .ok_or(LinkError::NoPeerIdentity)?;
     let certs = identity
         .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
         .map_err(|_| LinkError::NoPeerIdentity)?;
-    certs.first().and_then(Fingerprint::of_certificate).ok_or(LinkError::NoPeerIdentity)
+    certs
+        .first()
+        .and_then(Fingerprint::of_certificate)
+        .ok_or(LinkError::NoPeerIdentity)
 }

@@ -23,7 +23,9 @@ pub enum LinkError {
         reason: String,
     },
     /// Generating a key or certificate failed (a bug or a broken crypto provider).
-    #[error("could not generate the identity key or certificate: {0}; this is a bug, please report it")]
+    #[error(
+        "could not generate the identity key or certificate: {0}; this is a bug, please report it"
+    )]
     Generate(#[source] rcgen::Error),
     /// A fingerprint string is not 64 hex digits.
     #[error("{input:?} is not a fingerprint; expected 64 hex digits as printed by the other side's `identity` output")]
@@ -56,7 +58,9 @@ pub enum LinkError {
     #[error("could not write to the stream: {0}; the peer cancelled it or the connection dropped")]
     Write(#[source] quinn::WriteError),
     /// Reading from a stream failed (the peer reset it or the connection dropped).
-    #[error("could not read from the stream: {0}; the peer cancelled it or the connection dropped")]
+    #[error(
+        "could not read from the stream: {0}; the peer cancelled it or the connection dropped"
+    )]
     Read(#[source] quinn::ReadError),
     /// The stream ended in the middle of a frame.
     #[error("the stream ended inside a frame ({got} of {want} bytes); the peer crashed or speaks another protocol")]

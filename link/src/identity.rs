@@ -15,7 +15,9 @@ use std::{
 };
 
 /// The DER prefix of an ed25519 SubjectPublicKeyInfo (RFC 8410), before the 32 key bytes.
-const ED25519_SPKI_PREFIX: [u8; 12] = [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00];
+const ED25519_SPKI_PREFIX: [u8; 12] = [
+    0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+];
 
 /// The sha256 of a raw ed25519 public key. Prints as 64 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -58,7 +60,9 @@ impl FromStr for Fingerprint {
     type Err = LinkError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || LinkError::BadFingerprint { input: s.to_owned() };
+        let bad = || LinkError::BadFingerprint {
+            input: s.to_owned(),
+        };
         let bytes = hex::decode(s.trim()).map_err(|_| bad())?;
         let arr: [u8; 32] = bytes.try_into().map_err(|_| bad())?;
         Ok(Self(arr))
@@ -76,14 +80,17 @@ pub struct Identity {
 
 impl fmt::Debug for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Identity").field("fingerprint", &self.fingerprint).finish_non_exhaustive()
+        f.debug_struct("Identity")
+            .field("fingerprint", &self.fingerprint)
+            .finish_non_exhaustive()
     }
 }
 
 impl Identity {
     /// A new random identity.
     pub fn generate() -> Result<Self, LinkError> {
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(LinkError::Generate)?;
+        let key =
+            rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(LinkError::Generate)?;
         Self::from_key_pair(&key)
     }
 
@@ -94,13 +101,19 @@ impl Identity {
 
     /// Loads the identity key from `path` (PEM or DER PKCS#8).
     pub fn load(path: &Path) -> Result<Self, LinkError> {
-        let bytes = std::fs::read(path).map_err(|source| LinkError::KeyFile { path: path.to_owned(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| LinkError::KeyFile {
+            path: path.to_owned(),
+            source,
+        })?;
         Self::parse(&bytes, path)
     }
 
     /// Saves the key as PKCS#8 PEM, readable only by this user (mode 0600).
     pub fn save(&self, path: &Path) -> Result<(), LinkError> {
-        let io = |source| LinkError::KeyFile { path: path.to_owned(), source };
+        let io = |source| LinkError::KeyFile {
+            path: path.to_owned(),
+            source,
+        };
         let mut opts = std::fs::OpenOptions::new();
         opts.write(true).create(true).truncate(true);
         #[cfg(unix)]
@@ -109,7 +122,8 @@ impl Identity {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(io)?;
         }
         file.write_all(self.pkcs8_pem().as_bytes()).map_err(io)?;
         file.sync_all().map_err(io)
@@ -121,13 +135,19 @@ impl Identity {
             Ok(_) => Self::load(path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|source| LinkError::KeyFile { path: dir.to_owned(), source })?;
+                    std::fs::create_dir_all(dir).map_err(|source| LinkError::KeyFile {
+                        path: dir.to_owned(),
+                        source,
+                    })?;
                 }
                 let id = Self::generate()?;
                 id.save(path)?;
                 Ok(id)
             }
-            Err(source) => Err(LinkError::KeyFile { path: path.to_owned(), source }),
+            Err(source) => Err(LinkError::KeyFile {
+                path: path.to_owned(),
+                source,
+            }),
         }
     }
 
@@ -152,13 +172,17 @@ impl Identity {
     }
 
     fn parse(bytes: &[u8], path: &Path) -> Result<Self, LinkError> {
-        let bad = |reason: String| LinkError::BadKey { path: PathBuf::from(path), reason };
+        let bad = |reason: String| LinkError::BadKey {
+            path: PathBuf::from(path),
+            reason,
+        };
         let key = if bytes.starts_with(b"-----") {
             let pem = std::str::from_utf8(bytes).map_err(|e| bad(e.to_string()))?;
             rcgen::KeyPair::from_pem(pem).map_err(|e| bad(e.to_string()))?
         } else {
             let der = PrivatePkcs8KeyDer::from(bytes);
-            rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&der, &rcgen::PKCS_ED25519).map_err(|e| bad(e.to_string()))?
+            rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&der, &rcgen::PKCS_ED25519)
+                .map_err(|e| bad(e.to_string()))?
         };
         if key.algorithm() != &rcgen::PKCS_ED25519 {
             return Err(bad("the key is not ed25519".into()));
@@ -167,9 +191,12 @@ impl Identity {
     }
 
     fn from_key_pair(key: &rcgen::KeyPair) -> Result<Self, LinkError> {
-        let mut params = rcgen::CertificateParams::new(vec!["superfluid".to_owned()]).map_err(LinkError::Generate)?;
+        let mut params = rcgen::CertificateParams::new(vec!["superfluid".to_owned()])
+            .map_err(LinkError::Generate)?;
         params.distinguished_name = rcgen::DistinguishedName::new();
-        params.distinguished_name.push(rcgen::DnType::CommonName, "superfluid");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "superfluid");
         let cert = params.self_signed(key).map_err(LinkError::Generate)?;
         Ok(Self {
             pkcs8: key.serialize_der(),

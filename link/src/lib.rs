@@ -18,7 +18,9 @@ pub mod identity;
 pub mod stream;
 pub mod tls;
 
-pub use endpoint::{client_endpoint, connect, peer_fingerprint, server_endpoint, transport_config, SERVER_NAME};
+pub use endpoint::{
+    client_endpoint, connect, peer_fingerprint, server_endpoint, transport_config, SERVER_NAME,
+};
 pub use error::LinkError;
 pub use identity::{Fingerprint, Identity};
 pub use stream::{read_frame, write_frame};

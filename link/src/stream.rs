@@ -15,19 +15,28 @@ pub async fn write_frame<T: Serialize>(send: &mut SendStream, msg: &T) -> Result
 }
 
 /// Reads one frame; `Ok(None)` when the peer finished the stream cleanly between frames.
-pub async fn read_frame<T: DeserializeOwned>(recv: &mut RecvStream) -> Result<Option<T>, LinkError> {
+pub async fn read_frame<T: DeserializeOwned>(
+    recv: &mut RecvStream,
+) -> Result<Option<T>, LinkError> {
     let mut prefix = [0u8; LEN_PREFIX];
     match recv.read_exact(&mut prefix).await {
         Ok(()) => {}
         Err(ReadExactError::FinishedEarly(0)) => return Ok(None),
-        Err(ReadExactError::FinishedEarly(got)) => return Err(LinkError::Truncated { got, want: LEN_PREFIX }),
+        Err(ReadExactError::FinishedEarly(got)) => {
+            return Err(LinkError::Truncated {
+                got,
+                want: LEN_PREFIX,
+            })
+        }
         Err(ReadExactError::ReadError(e)) => return Err(LinkError::Read(e)),
     }
     let len = body_len(prefix)?;
     let mut body = vec![0u8; len];
     match recv.read_exact(&mut body).await {
         Ok(()) => {}
-        Err(ReadExactError::FinishedEarly(got)) => return Err(LinkError::Truncated { got, want: len }),
+        Err(ReadExactError::FinishedEarly(got)) => {
+            return Err(LinkError::Truncated { got, want: len })
+        }
         Err(ReadExactError::ReadError(e)) => return Err(LinkError::Read(e)),
     }
     decode(&body).map(Some).map_err(LinkError::Frame)

@@ -29,7 +29,7 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn tls13_only_ed25519(
+fn verify_tls13(
     message: &[u8],
     cert: &CertificateDer<'_>,
     dss: &DigitallySignedStruct,
@@ -43,7 +43,8 @@ fn tls12_refused() -> Result<HandshakeSignatureValid, Error> {
 }
 
 fn key_of(cert: &CertificateDer<'_>) -> Result<Fingerprint, Error> {
-    Fingerprint::of_certificate(cert).ok_or(Error::InvalidCertificate(CertificateError::BadEncoding))
+    Fingerprint::of_certificate(cert)
+        .ok_or(Error::InvalidCertificate(CertificateError::BadEncoding))
 }
 
 /// The head's check of node certificates.
@@ -54,7 +55,8 @@ pub struct AuthorizingClientVerifier {
 
 impl fmt::Debug for AuthorizingClientVerifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AuthorizingClientVerifier").finish_non_exhaustive()
+        f.debug_struct("AuthorizingClientVerifier")
+            .finish_non_exhaustive()
     }
 }
 
@@ -82,7 +84,9 @@ impl ClientCertVerifier for AuthorizingClientVerifier {
             Ok(ClientCertVerified::assertion())
         } else {
             tracing::warn!(fingerprint = %fp, "refused a node whose key is not authorized");
-            Err(Error::InvalidCertificate(CertificateError::ApplicationVerificationFailure))
+            Err(Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure,
+            ))
         }
     }
 
@@ -101,7 +105,7 @@ impl ClientCertVerifier for AuthorizingClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        tls13_only_ed25519(message, cert, dss, &self.algs)
+        verify_tls13(message, cert, dss, &self.algs)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -117,7 +121,9 @@ pub struct PinnedServerVerifier {
 
 impl fmt::Debug for PinnedServerVerifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PinnedServerVerifier").field("pinned", &self.pinned).finish_non_exhaustive()
+        f.debug_struct("PinnedServerVerifier")
+            .field("pinned", &self.pinned)
+            .finish_non_exhaustive()
     }
 }
 
@@ -135,7 +141,9 @@ impl ServerCertVerifier for PinnedServerVerifier {
             Ok(ServerCertVerified::assertion())
         } else {
             tracing::warn!(expected = %self.pinned, got = %fp, "the head's key is not the pinned one");
-            Err(Error::InvalidCertificate(CertificateError::ApplicationVerificationFailure))
+            Err(Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure,
+            ))
         }
     }
 
@@ -154,7 +162,7 @@ impl ServerCertVerifier for PinnedServerVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        tls13_only_ed25519(message, cert, dss, &self.algs)
+        verify_tls13(message, cert, dss, &self.algs)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -163,7 +171,10 @@ impl ServerCertVerifier for PinnedServerVerifier {
 }
 
 /// The head's rustls config: TLS 1.3, ALPN Link F, client certificates required.
-pub fn server_config(identity: &Identity, authorizer: Authorizer) -> Result<rustls::ServerConfig, LinkError> {
+pub fn server_config(
+    identity: &Identity,
+    authorizer: Authorizer,
+) -> Result<rustls::ServerConfig, LinkError> {
     let provider = provider();
     let verifier = Arc::new(AuthorizingClientVerifier {
         authorizer,
@@ -180,7 +191,10 @@ pub fn server_config(identity: &Identity, authorizer: Authorizer) -> Result<rust
 }
 
 /// The node's rustls config: TLS 1.3, ALPN Link F, its own certificate, the head pinned.
-pub fn client_config(identity: &Identity, head: Fingerprint) -> Result<rustls::ClientConfig, LinkError> {
+pub fn client_config(
+    identity: &Identity,
+    head: Fingerprint,
+) -> Result<rustls::ClientConfig, LinkError> {
     let provider = provider();
     let verifier = Arc::new(PinnedServerVerifier {
         pinned: head,

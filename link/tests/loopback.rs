@@ -1,8 +1,14 @@
 //! Link F over a real loopback QUIC connection.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use std::{net::SocketAddr, time::Duration};
-use superfluid_link::{allow_only, client_endpoint, connect, peer_fingerprint, read_frame, server_endpoint, stream::write_raw, write_frame, Identity, LinkError};
-use superfluid_proto::{FrameError, GenerateEvent, GenerateRequest, NodeHello, Sampling, MAX_FRAME};
+use superfluid_link::{
+    allow_only, client_endpoint, connect, peer_fingerprint, read_frame, server_endpoint,
+    stream::write_raw, write_frame, Identity, LinkError,
+};
+use superfluid_proto::{
+    FrameError, GenerateEvent, GenerateRequest, NodeHello, Sampling, MAX_FRAME,
+};
 
 const LOOPBACK: &str = "127.0.0.1:0";
 
@@ -16,14 +22,25 @@ struct Pair {
 fn pair(authorize_node: bool) -> Pair {
     let head = Identity::generate().unwrap();
     let node = Identity::generate().unwrap();
-    let allowed = if authorize_node { node.fingerprint() } else { Identity::generate().unwrap().fingerprint() };
+    let allowed = if authorize_node {
+        node.fingerprint()
+    } else {
+        Identity::generate().unwrap().fingerprint()
+    };
     let server = server_endpoint(LOOPBACK.parse().unwrap(), &head, allow_only([allowed])).unwrap();
     let addr = server.local_addr().unwrap();
-    Pair { head, node, server, addr }
+    Pair {
+        head,
+        node,
+        server,
+        addr,
+    }
 }
 
 async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(10), f).await.expect("timed out")
+    tokio::time::timeout(Duration::from_secs(10), f)
+        .await
+        .expect("timed out")
 }
 
 async fn connected(p: &Pair) -> (quinn::Connection, quinn::Connection) {
@@ -47,7 +64,10 @@ async fn pinned_fingerprint_mismatch_is_refused() {
         }
     });
     let result = within(connect(&client, p.addr)).await;
-    assert!(matches!(result, Err(LinkError::Connection(_))), "{result:?}");
+    assert!(
+        matches!(result, Err(LinkError::Connection(_))),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]
@@ -57,11 +77,17 @@ async fn unauthorized_client_key_is_refused_by_the_head() {
     let server = p.server.clone();
     let head = tokio::spawn(async move { server.accept().await.unwrap().await });
     let node_side = within(connect(&client, p.addr)).await;
-    assert!(within(head).await.unwrap().is_err(), "the head accepted an unauthorized key");
+    assert!(
+        within(head).await.unwrap().is_err(),
+        "the head accepted an unauthorized key"
+    );
     // In TLS 1.3 the client may finish its side first; the connection then dies at once.
     if let Ok(conn) = node_side {
         let reason = within(conn.closed()).await;
-        assert!(!matches!(reason, quinn::ConnectionError::LocallyClosed), "{reason:?}");
+        assert!(
+            !matches!(reason, quinn::ConnectionError::LocallyClosed),
+            "{reason:?}"
+        );
     }
 }
 
@@ -73,19 +99,45 @@ async fn frames_round_trip_over_loopback_quic() {
     assert_eq!(peer_fingerprint(&node_side).unwrap(), p.head.fingerprint());
 
     let (mut send, mut recv_node) = node_side.open_bi().await.unwrap();
-    let hello = NodeHello { version: 7, name: "n".into(), models: vec![] };
+    let hello = NodeHello {
+        version: 7,
+        name: "n".into(),
+        models: vec![],
+    };
     write_frame(&mut send, &hello).await.unwrap();
     let (mut head_send, mut head_recv) = within(head_side.accept_bi()).await.unwrap();
-    assert_eq!(within(read_frame::<NodeHello>(&mut head_recv)).await.unwrap(), Some(hello));
+    assert_eq!(
+        within(read_frame::<NodeHello>(&mut head_recv))
+            .await
+            .unwrap(),
+        Some(hello)
+    );
 
-    let req = GenerateRequest { model: "m".into(), prompt: vec![1, 2, 3], sampling: Sampling::default(), max_tokens: 9 };
+    let req = GenerateRequest {
+        model: "m".into(),
+        prompt: vec![1, 2, 3],
+        sampling: Sampling::default(),
+        max_tokens: 9,
+    };
     write_frame(&mut head_send, &req).await.unwrap();
-    write_frame(&mut head_send, &GenerateEvent::Tokens(vec![4, 5])).await.unwrap();
+    write_frame(&mut head_send, &GenerateEvent::Tokens(vec![4, 5]))
+        .await
+        .unwrap();
     head_send.finish().unwrap();
-    assert_eq!(within(read_frame::<GenerateRequest>(&mut recv_node)).await.unwrap(), Some(req));
-    let ev = within(read_frame::<GenerateEvent>(&mut recv_node)).await.unwrap();
+    assert_eq!(
+        within(read_frame::<GenerateRequest>(&mut recv_node))
+            .await
+            .unwrap(),
+        Some(req)
+    );
+    let ev = within(read_frame::<GenerateEvent>(&mut recv_node))
+        .await
+        .unwrap();
     assert_eq!(ev, Some(GenerateEvent::Tokens(vec![4, 5])));
-    assert!(within(read_frame::<GenerateEvent>(&mut recv_node)).await.unwrap().is_none());
+    assert!(within(read_frame::<GenerateEvent>(&mut recv_node))
+        .await
+        .unwrap()
+        .is_none());
 }
 
 async fn read_after_raw(bytes: &[u8], finish: bool) -> Result<Option<GenerateRequest>, LinkError> {
@@ -104,7 +156,10 @@ async fn read_after_raw(bytes: &[u8], finish: bool) -> Result<Option<GenerateReq
 async fn oversized_frame_is_an_error_not_a_panic() {
     let prefix = u32::try_from(MAX_FRAME + 1).unwrap().to_be_bytes();
     let result = read_after_raw(&prefix, false).await;
-    assert!(matches!(result, Err(LinkError::Frame(FrameError::TooLarge { .. }))), "{result:?}");
+    assert!(
+        matches!(result, Err(LinkError::Frame(FrameError::TooLarge { .. }))),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]
@@ -112,7 +167,10 @@ async fn garbage_frame_is_an_error_not_a_panic() {
     let mut bytes = 5u32.to_be_bytes().to_vec();
     bytes.extend([0xff; 5]);
     let result = read_after_raw(&bytes, false).await;
-    assert!(matches!(result, Err(LinkError::Frame(FrameError::Decode(_)))), "{result:?}");
+    assert!(
+        matches!(result, Err(LinkError::Frame(FrameError::Decode(_)))),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]
@@ -120,5 +178,8 @@ async fn stream_ending_inside_a_frame_is_an_error() {
     let mut bytes = 10u32.to_be_bytes().to_vec();
     bytes.extend([1, 2]);
     let result = read_after_raw(&bytes, true).await;
-    assert!(matches!(result, Err(LinkError::Truncated { got: 2, want: 10 })), "{result:?}");
+    assert!(
+        matches!(result, Err(LinkError::Truncated { got: 2, want: 10 })),
+        "{result:?}"
+    );
 }

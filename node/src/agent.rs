@@ -47,7 +47,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// Serves `engine` to the head described by `config`, reconnecting forever.
 /// Returns only if the local endpoint cannot be set up.
 pub async fn run(engine: Arc<dyn Engine>, config: AgentConfig) -> Result<(), AgentError> {
-    let endpoint = client_endpoint(config.head_addr, &config.identity, config.head_fingerprint).map_err(AgentError::Setup)?;
+    let endpoint = client_endpoint(config.head_addr, &config.identity, config.head_fingerprint)
+        .map_err(AgentError::Setup)?;
     tracing::info!(head = %config.head_addr, pinned = %config.head_fingerprint, fingerprint = %config.identity.fingerprint(), "node agent starting");
     let mut failures: u32 = 0;
     loop {
@@ -86,7 +87,12 @@ fn backoff(failures: u32) -> Duration {
 fn jitter() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -101,17 +107,32 @@ struct SessionEnd {
 }
 
 /// One connection: hello, then serve streams until the connection ends.
-async fn session(engine: &Arc<dyn Engine>, config: &AgentConfig, endpoint: &quinn::Endpoint) -> SessionEnd {
-    let lost = |e| SessionEnd { welcomed: false, why: Ended::Lost(e) };
+async fn session(
+    engine: &Arc<dyn Engine>,
+    config: &AgentConfig,
+    endpoint: &quinn::Endpoint,
+) -> SessionEnd {
+    let lost = |e| SessionEnd {
+        welcomed: false,
+        why: Ended::Lost(e),
+    };
     let conn = match connect(endpoint, config.head_addr).await {
         Ok(conn) => conn,
         Err(e) => return lost(e),
     };
     let (send, recv) = match hello(&conn, engine, config).await {
         Ok(Ok(streams)) => streams,
-        Ok(Err(reason)) => return SessionEnd { welcomed: false, why: Ended::Refused(reason) },
+        Ok(Err(reason)) => {
+            return SessionEnd {
+                welcomed: false,
+                why: Ended::Refused(reason),
+            }
+        }
         Err(e) => {
-            conn.close(superfluid_link::control::CLOSE_PROTOCOL, e.to_string().as_bytes());
+            conn.close(
+                superfluid_link::control::CLOSE_PROTOCOL,
+                e.to_string().as_bytes(),
+            );
             return lost(e);
         }
     };
@@ -127,7 +148,10 @@ async fn session(engine: &Arc<dyn Engine>, config: &AgentConfig, endpoint: &quin
     };
     heartbeat.abort();
     control.abort();
-    SessionEnd { welcomed: true, why: Ended::Lost(error) }
+    SessionEnd {
+        welcomed: true,
+        why: Ended::Lost(error),
+    }
 }
 
 /// Says hello; `Ok(Err(reason))` if the head refused this node.
@@ -137,9 +161,14 @@ async fn hello(
     config: &AgentConfig,
 ) -> Result<Result<(SendStream, RecvStream), String>, LinkError> {
     let (mut send, mut recv) = conn.open_bi().await.map_err(LinkError::Connection)?;
-    let hello = NodeHello { version: PROTOCOL_VERSION, name: config.name.clone(), models: vec![engine.info().model.clone()] };
+    let hello = NodeHello {
+        version: PROTOCOL_VERSION,
+        name: config.name.clone(),
+        models: vec![engine.info().model.clone()],
+    };
     write_frame(&mut send, &hello).await?;
-    let reply = match tokio::time::timeout(HELLO_TIMEOUT, read_frame::<HeadReply>(&mut recv)).await {
+    let reply = match tokio::time::timeout(HELLO_TIMEOUT, read_frame::<HeadReply>(&mut recv)).await
+    {
         Ok(reply) => reply,
         Err(_) => return Err(LinkError::Connection(quinn::ConnectionError::TimedOut)),
     };
@@ -153,12 +182,15 @@ async fn hello(
             Ok(Err(reason))
         }
         // A head that refuses may close before its reply is read; its close reason says why.
-        Err(LinkError::Read(quinn::ReadError::ConnectionLost(quinn::ConnectionError::ApplicationClosed(close))))
-            if close.error_code == superfluid_link::control::CLOSE_REFUSED =>
-        {
+        Err(LinkError::Read(quinn::ReadError::ConnectionLost(
+            quinn::ConnectionError::ApplicationClosed(close),
+        ))) if close.error_code == superfluid_link::control::CLOSE_REFUSED => {
             Ok(Err(String::from_utf8_lossy(&close.reason).into_owned()))
         }
-        Ok(None) => Err(LinkError::Truncated { got: 0, want: superfluid_proto::LEN_PREFIX }),
+        Ok(None) => Err(LinkError::Truncated {
+            got: 0,
+            want: superfluid_proto::LEN_PREFIX,
+        }),
         Err(e) => Err(e),
     }
 }
@@ -167,7 +199,10 @@ async fn heartbeats(mut send: SendStream) {
     let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
     loop {
         tick.tick().await;
-        if write_frame(&mut send, &ControlMsg::Heartbeat).await.is_err() {
+        if write_frame(&mut send, &ControlMsg::Heartbeat)
+            .await
+            .is_err()
+        {
             return;
         }
     }
@@ -179,7 +214,10 @@ async fn control_reader(conn: quinn::Connection, mut recv: RecvStream) {
         match read_frame::<ControlMsg>(&mut recv).await {
             Ok(Some(ControlMsg::Heartbeat)) => {}
             Ok(None) => {
-                conn.close(superfluid_link::control::CLOSE_NORMAL, b"the head ended the control stream");
+                conn.close(
+                    superfluid_link::control::CLOSE_NORMAL,
+                    b"the head ended the control stream",
+                );
                 return;
             }
             Err(LinkError::Frame(e)) => {

@@ -4,7 +4,10 @@
 use super::{registry::Joining, Fleet};
 use std::{net::SocketAddr, time::Duration};
 use superfluid_link::{
-    control::{version_mismatch_reason, CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_REFUSED, HEARTBEAT_INTERVAL, HELLO_TIMEOUT},
+    control::{
+        version_mismatch_reason, CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_REFUSED, HEARTBEAT_INTERVAL,
+        HELLO_TIMEOUT,
+    },
     peer_fingerprint,
     quinn::{self, RecvStream, SendStream},
     read_frame, server_endpoint, write_frame, Authorizer, Identity, LinkError,
@@ -25,7 +28,10 @@ pub struct LinkListenConfig {
 
 impl std::fmt::Debug for LinkListenConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LinkListenConfig").field("addr", &self.addr).field("identity", &self.identity).finish_non_exhaustive()
+        f.debug_struct("LinkListenConfig")
+            .field("addr", &self.addr)
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
     }
 }
 
@@ -43,14 +49,18 @@ pub struct LinkListener {
 impl LinkListener {
     /// Closes every node connection and stops accepting.
     pub fn close(&self) {
-        self.endpoint.close(CLOSE_NORMAL, b"the head is shutting down");
+        self.endpoint
+            .close(CLOSE_NORMAL, b"the head is shutting down");
     }
 }
 
 /// Binds the Link F endpoint and accepts nodes into `fleet` in the background.
 pub async fn listen(fleet: Fleet, config: LinkListenConfig) -> Result<LinkListener, LinkError> {
     let endpoint = server_endpoint(config.addr, &config.identity, config.authorizer)?;
-    let addr = endpoint.local_addr().map_err(|source| LinkError::Bind { addr: config.addr, source })?;
+    let addr = endpoint.local_addr().map_err(|source| LinkError::Bind {
+        addr: config.addr,
+        source,
+    })?;
     tracing::info!(%addr, fingerprint = %config.identity.fingerprint(), "listening for nodes (Link F over QUIC)");
     let accepting = endpoint.clone();
     let task = tokio::spawn(async move {
@@ -58,7 +68,11 @@ pub async fn listen(fleet: Fleet, config: LinkListenConfig) -> Result<LinkListen
             tokio::spawn(serve_node(fleet.clone(), incoming));
         }
     });
-    Ok(LinkListener { addr, endpoint, task })
+    Ok(LinkListener {
+        addr,
+        endpoint,
+        task,
+    })
 }
 
 /// One node's connection, from handshake to disconnect.
@@ -81,13 +95,20 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
         }
     };
     let node_id = fleet.registry().next_node_id();
-    let welcome = HeadReply::Welcome { version: PROTOCOL_VERSION, node_id: node_id.clone() };
+    let welcome = HeadReply::Welcome {
+        version: PROTOCOL_VERSION,
+        node_id: node_id.clone(),
+    };
     if let Err(e) = write_frame(&mut send, &welcome).await {
         tracing::warn!(%from, error = %e, "could not welcome a node");
         return;
     }
     let name = joining.name.clone();
-    let models: Vec<String> = joining.models.iter().map(|m| format!("{} (ctx {}, {} slots)", m.id, m.ctx, m.slots)).collect();
+    let models: Vec<String> = joining
+        .models
+        .iter()
+        .map(|m| format!("{} (ctx {}, {} slots)", m.id, m.ctx, m.slots))
+        .collect();
     fleet.registry().register(node_id.clone(), joining);
     tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
     let heartbeat = tokio::spawn(heartbeats(send));
@@ -118,13 +139,27 @@ async fn hello(conn: &quinn::Connection) -> Result<Option<Hello>, String> {
         refuse(conn, send, reason).await;
         return Ok(None);
     }
-    let joining = Joining { name: hello.name, fingerprint, models: hello.models, connection: conn.clone() };
+    let joining = Joining {
+        name: hello.name,
+        fingerprint,
+        models: hello.models,
+        connection: conn.clone(),
+    };
     Ok(Some((joining, send, recv)))
 }
 
 /// Sends `Refused`, gives it a moment to arrive, and closes with the same reason.
 async fn refuse(conn: &quinn::Connection, mut send: SendStream, reason: String) {
-    if write_frame(&mut send, &HeadReply::Refused { reason: reason.clone() }).await.is_ok() && send.finish().is_ok() {
+    if write_frame(
+        &mut send,
+        &HeadReply::Refused {
+            reason: reason.clone(),
+        },
+    )
+    .await
+    .is_ok()
+        && send.finish().is_ok()
+    {
         let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
     }
     conn.close(CLOSE_REFUSED, reason.as_bytes());
@@ -134,7 +169,10 @@ async fn heartbeats(mut send: SendStream) {
     let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
     loop {
         tick.tick().await;
-        if write_frame(&mut send, &ControlMsg::Heartbeat).await.is_err() {
+        if write_frame(&mut send, &ControlMsg::Heartbeat)
+            .await
+            .is_err()
+        {
             return;
         }
     }

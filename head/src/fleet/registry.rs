@@ -61,7 +61,10 @@ impl NodeEntry {
     }
 
     fn slots_for(&self, model: &str) -> Option<u32> {
-        self.models.iter().find(|m| m.id == model).map(|m| m.slots.max(1))
+        self.models
+            .iter()
+            .find(|m| m.id == model)
+            .map(|m| m.slots.max(1))
     }
 }
 
@@ -108,7 +111,9 @@ pub(crate) struct Registry {
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, Vec<Arc<NodeEntry>>> {
         // A panic while holding the lock leaves the list itself consistent.
-        self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.nodes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// A fresh node id.
@@ -155,7 +160,9 @@ impl Registry {
         let nodes = self.lock();
         let mut best: Option<(&Arc<NodeEntry>, u64, u64)> = None;
         for node in nodes.iter() {
-            let Some(slots) = node.slots_for(model) else { continue };
+            let Some(slots) = node.slots_for(model) else {
+                continue;
+            };
             let load = u64::from(node.in_flight.load(Ordering::Relaxed));
             let slots = u64::from(slots);
             // load/slots < best_load/best_slots, without division.
@@ -170,7 +177,12 @@ impl Registry {
 
     /// The smallest context among nodes serving `model`.
     pub(crate) fn context_len(&self, model: &str) -> Option<u32> {
-        self.lock().iter().flat_map(|n| n.models.iter()).filter(|m| m.id == model).map(|m| m.ctx).min()
+        self.lock()
+            .iter()
+            .flat_map(|n| n.models.iter())
+            .filter(|m| m.id == model)
+            .map(|m| m.ctx)
+            .min()
     }
 
     /// A snapshot of every connected node, oldest first.

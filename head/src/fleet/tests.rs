@@ -3,11 +3,15 @@
 use super::*;
 use std::{future::Future, time::Duration};
 use superfluid_link::{client_endpoint, connect, quinn, Identity};
-use superfluid_proto::{FinishReason, HeadReply, ModelDescription, NodeHello, Outcome, Sampling, PROTOCOL_VERSION};
+use superfluid_proto::{
+    FinishReason, HeadReply, ModelDescription, NodeHello, Outcome, Sampling, PROTOCOL_VERSION,
+};
 use tokio::sync::mpsc;
 
 async fn within<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(10), f).await.expect("timed out")
+    tokio::time::timeout(Duration::from_secs(10), f)
+        .await
+        .expect("timed out")
 }
 
 struct Head {
@@ -25,11 +29,19 @@ async fn head() -> Head {
         authorizer: Arc::new(|_| true),
     };
     let listener = listen(fleet.clone(), config).await.unwrap();
-    Head { fleet, listener, identity }
+    Head {
+        fleet,
+        listener,
+        identity,
+    }
 }
 
 fn model(id: &str) -> ModelDescription {
-    ModelDescription { id: id.into(), ctx: 512, slots: 2 }
+    ModelDescription {
+        id: id.into(),
+        ctx: 512,
+        slots: 2,
+    }
 }
 
 /// What the stub node does with each generation stream.
@@ -47,12 +59,29 @@ struct StubNode {
     cancelled: mpsc::UnboundedReceiver<()>,
 }
 
-async fn stub_node(head: &Head, name: &str, version: u32, models: Vec<ModelDescription>, behaviour: Behaviour) -> StubNode {
+async fn stub_node(
+    head: &Head,
+    name: &str,
+    version: u32,
+    models: Vec<ModelDescription>,
+    behaviour: Behaviour,
+) -> StubNode {
     let id = Identity::generate().unwrap();
     let endpoint = client_endpoint(head.listener.addr, &id, head.identity.fingerprint()).unwrap();
-    let conn = within(connect(&endpoint, head.listener.addr)).await.unwrap();
+    let conn = within(connect(&endpoint, head.listener.addr))
+        .await
+        .unwrap();
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
-    write_frame(&mut send, &NodeHello { version, name: name.into(), models }).await.unwrap();
+    write_frame(
+        &mut send,
+        &NodeHello {
+            version,
+            name: name.into(),
+            models,
+        },
+    )
+    .await
+    .unwrap();
     let reply: HeadReply = within(read_frame(&mut recv)).await.unwrap().unwrap();
     let (tx, cancelled) = mpsc::unbounded_channel();
     let serving = conn.clone();
@@ -62,25 +91,42 @@ async fn stub_node(head: &Head, name: &str, version: u32, models: Vec<ModelDescr
             tokio::spawn(serve(send, recv, behaviour, tx.clone()));
         }
     });
-    StubNode { conn, reply, cancelled }
+    StubNode {
+        conn,
+        reply,
+        cancelled,
+    }
 }
 
-async fn serve(mut send: SendStream, mut recv: RecvStream, behaviour: Behaviour, cancelled: mpsc::UnboundedSender<()>) {
-    let Ok(Some(req)) = read_frame::<GenerateRequest>(&mut recv).await else { return };
+async fn serve(
+    mut send: SendStream,
+    mut recv: RecvStream,
+    behaviour: Behaviour,
+    cancelled: mpsc::UnboundedSender<()>,
+) {
+    let Ok(Some(req)) = read_frame::<GenerateRequest>(&mut recv).await else {
+        return;
+    };
     match behaviour {
         Behaviour::Echo => {
-            write_frame(&mut send, &GenerateEvent::Tokens(req.prompt.clone())).await.unwrap();
+            write_frame(&mut send, &GenerateEvent::Tokens(req.prompt.clone()))
+                .await
+                .unwrap();
             let outcome = Outcome {
                 finish: FinishReason::Stop,
                 prompt_tokens: req.prompt.len() as u32,
                 cached_tokens: 0,
                 generated_tokens: req.prompt.len() as u32,
             };
-            write_frame(&mut send, &GenerateEvent::Finished(outcome)).await.unwrap();
+            write_frame(&mut send, &GenerateEvent::Finished(outcome))
+                .await
+                .unwrap();
             send.finish().unwrap();
         }
         Behaviour::Hang => {
-            write_frame(&mut send, &GenerateEvent::Tokens(vec![1])).await.unwrap();
+            write_frame(&mut send, &GenerateEvent::Tokens(vec![1]))
+                .await
+                .unwrap();
             if send.stopped().await.is_ok() {
                 let _ = cancelled.send(());
             }
@@ -89,7 +135,12 @@ async fn serve(mut send: SendStream, mut recv: RecvStream, behaviour: Behaviour,
 }
 
 fn request(model: &str) -> GenerateRequest {
-    GenerateRequest { model: model.into(), prompt: vec![5, 6, 7], sampling: Sampling::default(), max_tokens: 8 }
+    GenerateRequest {
+        model: model.into(),
+        prompt: vec![5, 6, 7],
+        sampling: Sampling::default(),
+        max_tokens: 8,
+    }
 }
 
 async fn wait_for_nodes(fleet: &Fleet, n: usize) {
@@ -104,29 +155,64 @@ async fn wait_for_nodes(fleet: &Fleet, n: usize) {
 #[tokio::test]
 async fn generate_through_the_fleet_gets_tokens_and_finished() {
     let head = head().await;
-    let node = stub_node(&head, "alpha", PROTOCOL_VERSION, vec![model("m")], Behaviour::Echo).await;
-    assert!(matches!(node.reply, HeadReply::Welcome { version: PROTOCOL_VERSION, .. }), "{:?}", node.reply);
+    let node = stub_node(
+        &head,
+        "alpha",
+        PROTOCOL_VERSION,
+        vec![model("m")],
+        Behaviour::Echo,
+    )
+    .await;
+    assert!(
+        matches!(
+            node.reply,
+            HeadReply::Welcome {
+                version: PROTOCOL_VERSION,
+                ..
+            }
+        ),
+        "{:?}",
+        node.reply
+    );
     wait_for_nodes(&head.fleet, 1).await;
     assert_eq!(head.fleet.context_len("m"), Some(512));
 
     let mut gen = within(head.fleet.generate(request("m"))).await.unwrap();
     assert_eq!(gen.node_name, "alpha");
-    assert_eq!(within(gen.next_event()).await.unwrap(), Some(GenerateEvent::Tokens(vec![5, 6, 7])));
-    let Some(GenerateEvent::Finished(outcome)) = within(gen.next_event()).await.unwrap() else { panic!("no Finished") };
+    assert_eq!(
+        within(gen.next_event()).await.unwrap(),
+        Some(GenerateEvent::Tokens(vec![5, 6, 7]))
+    );
+    let Some(GenerateEvent::Finished(outcome)) = within(gen.next_event()).await.unwrap() else {
+        panic!("no Finished")
+    };
     assert_eq!(outcome.finish, FinishReason::Stop);
     assert_eq!(within(gen.next_event()).await.unwrap(), None);
 
     let nodes = head.fleet.nodes();
-    assert_eq!((nodes[0].name.as_str(), nodes[0].served, nodes[0].in_flight), ("alpha", 1, 0));
+    assert_eq!(
+        (nodes[0].name.as_str(), nodes[0].served, nodes[0].in_flight),
+        ("alpha", 1, 0)
+    );
 }
 
 #[tokio::test]
 async fn dropping_the_remote_generation_cancels_on_the_node() {
     let head = head().await;
-    let mut node = stub_node(&head, "alpha", PROTOCOL_VERSION, vec![model("m")], Behaviour::Hang).await;
+    let mut node = stub_node(
+        &head,
+        "alpha",
+        PROTOCOL_VERSION,
+        vec![model("m")],
+        Behaviour::Hang,
+    )
+    .await;
     wait_for_nodes(&head.fleet, 1).await;
     let mut gen = within(head.fleet.generate(request("m"))).await.unwrap();
-    assert_eq!(within(gen.next_event()).await.unwrap(), Some(GenerateEvent::Tokens(vec![1])));
+    assert_eq!(
+        within(gen.next_event()).await.unwrap(),
+        Some(GenerateEvent::Tokens(vec![1]))
+    );
     assert_eq!(head.fleet.nodes()[0].in_flight, 1);
     drop(gen);
     within(node.cancelled.recv()).await.unwrap();
@@ -138,10 +224,17 @@ async fn a_node_with_another_protocol_version_is_refused_naming_both() {
     let head = head().await;
     let other = PROTOCOL_VERSION + 41;
     let node = stub_node(&head, "old", other, vec![model("m")], Behaviour::Echo).await;
-    let HeadReply::Refused { reason } = node.reply else { panic!("not refused: {:?}", node.reply) };
-    assert!(reason.contains(&PROTOCOL_VERSION.to_string()) && reason.contains(&other.to_string()), "{reason}");
+    let HeadReply::Refused { reason } = node.reply else {
+        panic!("not refused: {:?}", node.reply)
+    };
+    assert!(
+        reason.contains(&PROTOCOL_VERSION.to_string()) && reason.contains(&other.to_string()),
+        "{reason}"
+    );
     let closed = within(node.conn.closed()).await;
-    let quinn::ConnectionError::ApplicationClosed(close) = closed else { panic!("{closed:?}") };
+    let quinn::ConnectionError::ApplicationClosed(close) = closed else {
+        panic!("{closed:?}")
+    };
     assert_eq!(close.reason.as_ref(), reason.as_bytes());
     assert!(head.fleet.nodes().is_empty());
 }
@@ -149,8 +242,18 @@ async fn a_node_with_another_protocol_version_is_refused_naming_both() {
 #[tokio::test]
 async fn generate_for_a_model_no_node_serves_is_no_node() {
     let head = head().await;
-    assert!(matches!(head.fleet.generate(request("m")).await, Err(FleetError::NoNode { .. })));
-    let _node = stub_node(&head, "alpha", PROTOCOL_VERSION, vec![model("other")], Behaviour::Echo).await;
+    assert!(matches!(
+        head.fleet.generate(request("m")).await,
+        Err(FleetError::NoNode { .. })
+    ));
+    let _node = stub_node(
+        &head,
+        "alpha",
+        PROTOCOL_VERSION,
+        vec![model("other")],
+        Behaviour::Echo,
+    )
+    .await;
     wait_for_nodes(&head.fleet, 1).await;
     let result = head.fleet.generate(request("m")).await;
     assert!(matches!(&result, Err(FleetError::NoNode { model }) if model == "m"));
@@ -160,8 +263,22 @@ async fn generate_for_a_model_no_node_serves_is_no_node() {
 #[tokio::test]
 async fn generations_go_to_the_least_busy_node_and_nodes_leave_on_disconnect() {
     let head = head().await;
-    let a = stub_node(&head, "a", PROTOCOL_VERSION, vec![model("m")], Behaviour::Hang).await;
-    let _b = stub_node(&head, "b", PROTOCOL_VERSION, vec![model("m")], Behaviour::Hang).await;
+    let a = stub_node(
+        &head,
+        "a",
+        PROTOCOL_VERSION,
+        vec![model("m")],
+        Behaviour::Hang,
+    )
+    .await;
+    let _b = stub_node(
+        &head,
+        "b",
+        PROTOCOL_VERSION,
+        vec![model("m")],
+        Behaviour::Hang,
+    )
+    .await;
     wait_for_nodes(&head.fleet, 2).await;
     let first = within(head.fleet.generate(request("m"))).await.unwrap();
     let second = within(head.fleet.generate(request("m"))).await.unwrap();

@@ -14,8 +14,14 @@ fn fingerprint_round_trips_through_hex() {
 #[test]
 fn certificate_carries_the_identity_key() {
     let id = Identity::generate().unwrap();
-    assert_eq!(Fingerprint::of_certificate(&id.certificate()), Some(id.fingerprint()));
-    assert_eq!(Fingerprint::of_certificate(&CertificateDer::from(vec![0x30, 0x03, 1, 2, 3])), None);
+    assert_eq!(
+        Fingerprint::of_certificate(&id.certificate()),
+        Some(id.fingerprint())
+    );
+    assert_eq!(
+        Fingerprint::of_certificate(&CertificateDer::from(vec![0x30, 0x03, 1, 2, 3])),
+        None
+    );
 }
 
 #[test]
@@ -35,6 +41,9 @@ fn save_and_load_keep_the_identity_with_mode_0600() {
     let der = Identity::from_pkcs8(&first.pkcs8).unwrap();
     assert_eq!(der.fingerprint(), first.fingerprint());
     std::fs::write(&path, b"not a key").unwrap();
-    assert!(matches!(Identity::load(&path), Err(LinkError::BadKey { .. })));
+    assert!(matches!(
+        Identity::load(&path),
+        Err(LinkError::BadKey { .. })
+    ));
     let _ = std::fs::remove_dir_all(&dir);
 }

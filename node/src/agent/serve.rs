@@ -12,7 +12,11 @@ use superfluid_proto::{GenerateEvent, GenerateRequest};
 /// Serves one stream the head opened. Each event is written as soon as the
 /// engine yields it. If the head stops reading or resets the stream, the
 /// [`crate::engine::Generation`] is dropped at once, which cancels it.
-pub(super) async fn serve_stream(engine: Arc<dyn Engine>, mut send: SendStream, mut recv: RecvStream) {
+pub(super) async fn serve_stream(
+    engine: Arc<dyn Engine>,
+    mut send: SendStream,
+    mut recv: RecvStream,
+) {
     let request = match read_frame::<GenerateRequest>(&mut recv).await {
         Ok(Some(request)) => request,
         Ok(None) => {
@@ -33,7 +37,9 @@ pub(super) async fn serve_stream(engine: Arc<dyn Engine>, mut send: SendStream, 
     let mut generation = match engine.submit(request) {
         Ok(generation) => generation,
         Err(err) => {
-            let failed = GenerateEvent::Failed { message: err.to_string() };
+            let failed = GenerateEvent::Failed {
+                message: err.to_string(),
+            };
             if write_frame(&mut send, &failed).await.is_ok() {
                 let _ = send.finish();
             }
@@ -58,7 +64,9 @@ pub(super) async fn serve_stream(engine: Arc<dyn Engine>, mut send: SendStream, 
             }
             event = generation.events.recv() => event,
         };
-        let event = event.unwrap_or_else(|| GenerateEvent::Failed { message: "the engine stopped mid-generation".into() });
+        let event = event.unwrap_or_else(|| GenerateEvent::Failed {
+            message: "the engine stopped mid-generation".into(),
+        });
         let last = !matches!(event, GenerateEvent::Tokens(_));
         if let Err(e) = write_frame(&mut send, &event).await {
             tracing::debug!(error = %e, "could not send an event; cancelling the generation");

@@ -11,11 +11,17 @@ use superfluid_proto::{GenerateEvent, GenerateRequest, ModelDescription, Samplin
 use tokio::sync::mpsc;
 
 async fn within<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(10), f).await.expect("timed out")
+    tokio::time::timeout(Duration::from_secs(10), f)
+        .await
+        .expect("timed out")
 }
 
 fn model() -> ModelDescription {
-    ModelDescription { id: "m".into(), ctx: 256, slots: 2 }
+    ModelDescription {
+        id: "m".into(),
+        ctx: 256,
+        slots: 2,
+    }
 }
 
 type Submitted = (GenerateRequest, mpsc::UnboundedSender<GenerateEvent>);
@@ -33,17 +39,28 @@ impl Engine for TestEngine {
 
     fn submit(&self, request: GenerateRequest) -> Result<Generation, EngineError> {
         if request.model != self.info.model.id {
-            return Err(EngineError::UnknownModel { requested: request.model, served: self.info.model.id.clone() });
+            return Err(EngineError::UnknownModel {
+                requested: request.model,
+                served: self.info.model.id.clone(),
+            });
         }
         let (tx, events) = mpsc::unbounded_channel();
-        self.submitted.send((request, tx)).map_err(|_| EngineError::Stopped)?;
+        self.submitted
+            .send((request, tx))
+            .map_err(|_| EngineError::Stopped)?;
         Ok(Generation { events })
     }
 }
 
 fn test_engine() -> (Arc<dyn Engine>, mpsc::UnboundedReceiver<Submitted>) {
     let (submitted, rx) = mpsc::unbounded_channel();
-    (Arc::new(TestEngine { info: EngineInfo { model: model() }, submitted }), rx)
+    (
+        Arc::new(TestEngine {
+            info: EngineInfo { model: model() },
+            submitted,
+        }),
+        rx,
+    )
 }
 
 struct HeadStub {
@@ -55,7 +72,12 @@ struct HeadStub {
 fn head_stub() -> HeadStub {
     let head = Identity::generate().unwrap();
     let node = Identity::generate().unwrap();
-    let endpoint = server_endpoint("127.0.0.1:0".parse().unwrap(), &head, allow_only([node.fingerprint()])).unwrap();
+    let endpoint = server_endpoint(
+        "127.0.0.1:0".parse().unwrap(),
+        &head,
+        allow_only([node.fingerprint()]),
+    )
+    .unwrap();
     let config = AgentConfig {
         head_addr: endpoint.local_addr().unwrap(),
         head_fingerprint: head.fingerprint(),
@@ -77,18 +99,33 @@ async fn accept(head: &HeadStub, reply: HeadReply) -> Joined {
     let (mut send, mut recv) = within(conn.accept_bi()).await.unwrap();
     let hello: NodeHello = within(read_frame(&mut recv)).await.unwrap().unwrap();
     write_frame(&mut send, &reply).await.unwrap();
-    Joined { conn, hello, _control: (send, recv) }
+    Joined {
+        conn,
+        hello,
+        _control: (send, recv),
+    }
 }
 
 fn welcome() -> HeadReply {
-    HeadReply::Welcome { version: PROTOCOL_VERSION, node_id: "node-1".into() }
+    HeadReply::Welcome {
+        version: PROTOCOL_VERSION,
+        node_id: "node-1".into(),
+    }
 }
 
 fn request(model: &str, max_tokens: u32) -> GenerateRequest {
-    GenerateRequest { model: model.into(), prompt: vec![1, 2, 3], sampling: Sampling::default(), max_tokens }
+    GenerateRequest {
+        model: model.into(),
+        prompt: vec![1, 2, 3],
+        sampling: Sampling::default(),
+        max_tokens,
+    }
 }
 
-async fn start_generation(conn: &quinn::Connection, req: &GenerateRequest) -> (SendStream, RecvStream) {
+async fn start_generation(
+    conn: &quinn::Connection,
+    req: &GenerateRequest,
+) -> (SendStream, RecvStream) {
     let (mut send, recv) = conn.open_bi().await.unwrap();
     write_frame(&mut send, req).await.unwrap();
     send.finish().unwrap();
@@ -98,24 +135,40 @@ async fn start_generation(conn: &quinn::Connection, req: &GenerateRequest) -> (S
 #[tokio::test]
 async fn agent_says_hello_and_serves_a_generation_from_the_fake_engine() {
     let head = head_stub();
-    let costs = FakeCosts { prefill_tokens_per_sec: 1e6, decode_tokens_per_sec: 1e6 };
+    let costs = FakeCosts {
+        prefill_tokens_per_sec: 1e6,
+        decode_tokens_per_sec: 1e6,
+    };
     let engine: Arc<dyn Engine> = Arc::new(FakeEngine::new(model(), costs));
     let agent = tokio::spawn(run(engine, head.config.clone()));
     let joined = accept(&head, welcome()).await;
-    assert_eq!(joined.hello, NodeHello { version: PROTOCOL_VERSION, name: "test-node".into(), models: vec![model()] });
+    assert_eq!(
+        joined.hello,
+        NodeHello {
+            version: PROTOCOL_VERSION,
+            name: "test-node".into(),
+            models: vec![model()]
+        }
+    );
 
     let (_send, mut recv) = start_generation(&joined.conn, &request("m", 5)).await;
     let mut tokens = 0;
     let outcome = loop {
-        match within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap() {
+        match within(read_frame::<GenerateEvent>(&mut recv))
+            .await
+            .unwrap()
+        {
             Some(GenerateEvent::Tokens(t)) => tokens += t.len() as u32,
             Some(GenerateEvent::Finished(outcome)) => break outcome,
             other => panic!("unexpected {other:?}"),
         }
     };
     assert_eq!(outcome.generated_tokens, tokens);
-    assert!(tokens >= 1 && tokens <= 5, "{tokens}");
-    assert!(within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap().is_none());
+    assert!((1..=5).contains(&tokens), "{tokens}");
+    assert!(within(read_frame::<GenerateEvent>(&mut recv))
+        .await
+        .unwrap()
+        .is_none());
     agent.abort();
 }
 
@@ -131,12 +184,19 @@ async fn cancel_and_check(stop_reading: bool, reset_sending: bool) {
     let (req, events) = within(submitted.recv()).await.unwrap();
     assert_eq!(req.prompt, vec![1, 2, 3]);
     events.send(GenerateEvent::Tokens(vec![9])).unwrap();
-    assert_eq!(within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap(), Some(GenerateEvent::Tokens(vec![9])));
+    assert_eq!(
+        within(read_frame::<GenerateEvent>(&mut recv))
+            .await
+            .unwrap(),
+        Some(GenerateEvent::Tokens(vec![9]))
+    );
     if reset_sending {
-        send.reset(superfluid_link::control::STREAM_CANCELLED).unwrap();
+        send.reset(superfluid_link::control::STREAM_CANCELLED)
+            .unwrap();
     }
     if stop_reading {
-        recv.stop(superfluid_link::control::STREAM_CANCELLED).unwrap();
+        recv.stop(superfluid_link::control::STREAM_CANCELLED)
+            .unwrap();
     }
     within(events.closed()).await;
     agent.abort();
@@ -164,10 +224,17 @@ async fn a_submit_error_is_sent_as_failed() {
     let agent = tokio::spawn(run(engine, head.config.clone()));
     let joined = accept(&head, welcome()).await;
     let (_send, mut recv) = start_generation(&joined.conn, &request("other", 4)).await;
-    let event = within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap();
-    let Some(GenerateEvent::Failed { message }) = event else { panic!("{event:?}") };
+    let event = within(read_frame::<GenerateEvent>(&mut recv))
+        .await
+        .unwrap();
+    let Some(GenerateEvent::Failed { message }) = event else {
+        panic!("{event:?}")
+    };
     assert!(message.contains("does not serve"), "{message}");
-    assert!(within(read_frame::<GenerateEvent>(&mut recv)).await.unwrap().is_none());
+    assert!(within(read_frame::<GenerateEvent>(&mut recv))
+        .await
+        .unwrap()
+        .is_none());
     agent.abort();
 }
 
@@ -176,8 +243,16 @@ async fn a_refused_node_retries_and_reconnects_after_losing_the_head() {
     let head = head_stub();
     let (engine, _submitted) = test_engine();
     let agent = tokio::spawn(run(engine, head.config.clone()));
-    let refused = accept(&head, HeadReply::Refused { reason: "not today".into() }).await;
-    refused.conn.close(superfluid_link::control::CLOSE_REFUSED, b"not today");
+    let refused = accept(
+        &head,
+        HeadReply::Refused {
+            reason: "not today".into(),
+        },
+    )
+    .await;
+    refused
+        .conn
+        .close(superfluid_link::control::CLOSE_REFUSED, b"not today");
     let joined = accept(&head, welcome()).await;
     joined.conn.close(0u32.into(), b"head restarting");
     let again = accept(&head, welcome()).await;
@@ -193,7 +268,10 @@ async fn agent_does_not_join_a_head_with_another_key() {
     config.head_fingerprint = Identity::generate().unwrap().fingerprint();
     let agent = tokio::spawn(run(engine, config));
     let attempt = within(async { head.endpoint.accept().await.unwrap().await }).await;
-    assert!(attempt.is_err(), "the handshake should fail on the node's pin");
+    assert!(
+        attempt.is_err(),
+        "the handshake should fail on the node's pin"
+    );
     agent.abort();
 }
 
@@ -201,7 +279,10 @@ async fn agent_does_not_join_a_head_with_another_key() {
 fn backoff_grows_to_the_cap_with_jitter() {
     for failures in 1..40 {
         let d = backoff(failures);
-        assert!(d >= BACKOFF_MIN / 2 && d <= BACKOFF_MAX, "{failures}: {d:?}");
+        assert!(
+            d >= BACKOFF_MIN / 2 && d <= BACKOFF_MAX,
+            "{failures}: {d:?}"
+        );
     }
     assert!(backoff(30) >= BACKOFF_MAX / 2);
 }
