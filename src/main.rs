@@ -7,13 +7,18 @@ mod serve;
 
 use clap::Parser;
 
+/// What is logged unless `RUST_LOG` says otherwise: llama.cpp's own chatter
+/// (model metadata, buffer sizes) only when it warns.
+const DEFAULT_LOG: &str = "info,llama_cpp_2=warn,llama-cpp-2=warn";
+
 fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .init();
     let result = match args.command {

@@ -5,8 +5,15 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
 use llama_cpp_2::llama_backend::LlamaBackend;
+use superfluid_head::server::HeadConfig;
+use superfluid_link::{allow_only, Identity};
+use superfluid_node::agent::{self, AgentConfig};
+use superfluid_node::llama::{LlamaConfig, LlamaEngine};
+use superfluid_node::Engine;
 
 use crate::cli::ServeFlags;
 
@@ -73,7 +80,78 @@ pub fn run(config: Config) -> Result<()> {
 }
 
 async fn serve(config: Config) -> Result<()> {
+    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
     let backend = Arc::new(LlamaBackend::init().context("initialising llama.cpp")?);
-    let _ = (backend, config);
-    todo!("wire head and node")
+    let head_identity = Identity::generate().context("making the head's key")?;
+    let node_identity = Identity::generate().context("making the node's key")?;
+    let head = superfluid_head::server::start(
+        &backend,
+        HeadConfig {
+            http: config.http,
+            link: SocketAddr::from(([127, 0, 0, 1], 0)),
+            models: vec![config.model.clone()],
+            identity: head_identity,
+            authorizer: allow_only([node_identity.fingerprint()]),
+        },
+    )
+    .await?;
+
+    let engine = LlamaEngine::start(
+        backend.clone(),
+        LlamaConfig {
+            model_path: config.model.clone(),
+            slots: config.slots,
+            ctx: config.ctx,
+            threads: config.threads,
+            ..LlamaConfig::default()
+        },
+    )?;
+    let model_id = engine.info().model.id.clone();
+    let agent = AgentConfig {
+        head_addr: head.link_addr,
+        head_fingerprint: head.fingerprint,
+        identity: node_identity,
+        name: "local".into(),
+    };
+    let mut node = tokio::spawn(agent::run(Arc::new(engine), agent));
+
+    // Say where we listen only once the node serves, so that the first
+    // request a client sends after that line is answered.
+    let joined = async {
+        while head.fleet.context_len(&model_id).is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        () = joined => {}
+        ended = &mut node => bail!("the node stopped before joining: {}", describe(ended)),
+        () = tokio::time::sleep(JOIN_TIMEOUT) => bail!("the node did not join the head within {JOIN_TIMEOUT:?}"),
+    }
+    tracing::info!(
+        "serving {model_id} ({} slots x {} tokens, {} threads) on http://{}",
+        config.slots,
+        config.ctx,
+        config.threads,
+        head.http_addr
+    );
+
+    let http = head.http;
+    tokio::select! {
+        ended = http => bail!("the HTTP server stopped: {}", describe(ended.map(|r| r.map_err(anyhow::Error::from)))),
+        ended = node => bail!("the node stopped: {}", describe(ended)),
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+    }
+}
+
+const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn describe<E: std::fmt::Display, F: std::fmt::Display>(ended: Result<Result<(), E>, F>) -> String {
+    match ended {
+        Ok(Ok(())) => "it ended".into(),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    }
 }

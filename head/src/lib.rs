@@ -8,8 +8,10 @@
 //!   place errors become HTTP responses.
 //! - [`fleet`]: the registry of connected nodes, the Link F listener, and
 //!   dispatch of one generation to one node.
+//! - [`server`]: starting a head: codecs, Link F listener, HTTP.
 #![forbid(unsafe_code)]
 
 pub mod api;
 pub mod codec;
 pub mod fleet;
+pub mod server;
