@@ -9,7 +9,7 @@
 //! The API of [`Fleet`], [`FleetError`] and [`RemoteGeneration`] is the
 //! contract the HTTP layer relies on.
 
-mod listen;
+pub mod listen;
 mod registry;
 
 pub use listen::{listen, LinkListenConfig, LinkListener};
@@ -68,39 +68,60 @@ impl Fleet {
     }
 
     /// Sends one generation to a node that serves its model: the one with
-    /// the fewest generations in flight per slot.
+    /// the fewest generations in flight per slot. If that node's connection
+    /// fails before the request is sent, the next best node is tried.
     pub async fn generate(&self, request: GenerateRequest) -> Result<RemoteGeneration, FleetError> {
-        let Some(in_flight) = self.inner.pick(&request.model) else {
-            return Err(FleetError::NoNode {
-                model: request.model,
-            });
-        };
-        let node = in_flight.node().clone();
-        let lost = |e: LinkError| FleetError::NodeLost {
-            node: node.name.clone(),
-            reason: e.to_string(),
-        };
-        let (mut send, recv) = node
-            .connection
-            .open_bi()
-            .await
-            .map_err(|e| lost(LinkError::Connection(e)))?;
-        write_frame(&mut send, &request).await.map_err(lost)?;
-        // The request is the only frame the head writes; cancelling is a stream reset/stop.
-        send.finish().map_err(|e| lost(LinkError::Closed(e)))?;
-        tracing::debug!(node = %node.name, model = %request.model, prompt = request.prompt.len(), "dispatched generation");
-        Ok(RemoteGeneration {
-            node_name: node.name.clone(),
-            send,
-            recv,
-            in_flight: Some(in_flight),
-            ended: false,
-        })
+        let mut tried = Vec::new();
+        let mut last_error = None;
+        while let Some(in_flight) = self.inner.pick(&request.model, &tried) {
+            match dispatch(in_flight, &request).await {
+                Ok(generation) => return Ok(generation),
+                Err((node_id, error)) => {
+                    tracing::warn!(%node_id, %error, "could not dispatch to a node; trying another");
+                    tried.push(node_id);
+                    last_error = Some(error);
+                }
+            }
+        }
+        Err(last_error.unwrap_or(FleetError::NoNode {
+            model: request.model,
+        }))
     }
 
     pub(crate) fn registry(&self) -> &Registry {
         &self.inner
     }
+}
+
+/// Opens a stream to the node and writes the request; on failure, the node's id and the error.
+async fn dispatch(
+    in_flight: InFlight,
+    request: &GenerateRequest,
+) -> Result<RemoteGeneration, (String, FleetError)> {
+    let node = in_flight.node().clone();
+    let lost = |e: LinkError| {
+        let error = FleetError::NodeLost {
+            node: node.name.clone(),
+            reason: e.to_string(),
+        };
+        (node.node_id.clone(), error)
+    };
+    let (mut send, recv) = node
+        .connection
+        .open_bi()
+        .await
+        .map_err(|e| lost(LinkError::Connection(e)))?;
+    write_frame(&mut send, request).await.map_err(lost)?;
+    // The request is the only frame the head writes; cancelling is a stream reset/stop.
+    send.finish().map_err(|e| lost(LinkError::Closed(e)))?;
+    tracing::debug!(node = %node.name, model = %request.model, prompt = request.prompt.len(), "dispatched generation");
+    Ok(RemoteGeneration {
+        node_name: node.name.clone(),
+        send,
+        recv,
+        in_flight: Some(in_flight),
+        ended: false,
+    })
 }
 
 /// A generation running on a node. Dropping it cancels the generation
@@ -167,9 +188,11 @@ impl RemoteGeneration {
 
 impl Drop for RemoteGeneration {
     fn drop(&mut self) {
-        // Both fail harmlessly when the stream already ended cleanly.
-        let _ = self.send.reset(STREAM_CANCELLED);
-        let _ = self.recv.stop(STREAM_CANCELLED);
+        if self.in_flight.is_some() {
+            // Still running on the node (or the caller gave up early): cancel it.
+            let _ = self.send.reset(STREAM_CANCELLED);
+            let _ = self.recv.stop(STREAM_CANCELLED);
+        }
     }
 }
 

@@ -154,12 +154,12 @@ impl Registry {
         self.lock().retain(|n| n.node_id != node_id);
     }
 
-    /// Picks the least busy node serving `model` (fewest in flight per slot)
-    /// and counts one generation in flight on it.
-    pub(crate) fn pick(&self, model: &str) -> Option<InFlight> {
+    /// Picks the least busy node serving `model` (fewest in flight per slot),
+    /// skipping the node ids in `skip`, and counts one generation in flight on it.
+    pub(crate) fn pick(&self, model: &str, skip: &[String]) -> Option<InFlight> {
         let nodes = self.lock();
         let mut best: Option<(&Arc<NodeEntry>, u64, u64)> = None;
-        for node in nodes.iter() {
+        for node in nodes.iter().filter(|n| !skip.contains(&n.node_id)) {
             let Some(slots) = node.slots_for(model) else {
                 continue;
             };
@@ -173,6 +173,14 @@ impl Registry {
         let node = best?.0.clone();
         node.in_flight.fetch_add(1, Ordering::Relaxed);
         Some(InFlight { node })
+    }
+
+    /// Closes a node's connection without removing it, as a silently dead node looks.
+    #[cfg(test)]
+    pub(crate) fn close_connection(&self, name: &str) {
+        for node in self.lock().iter().filter(|n| n.name == name) {
+            node.connection.close(0u32.into(), b"test");
+        }
     }
 
     /// The smallest context among nodes serving `model`.

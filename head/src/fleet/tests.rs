@@ -287,3 +287,34 @@ async fn generations_go_to_the_least_busy_node_and_nodes_leave_on_disconnect() {
     wait_for_nodes(&head.fleet, 1).await;
     assert_eq!(head.fleet.nodes()[0].name, "b");
 }
+
+#[tokio::test]
+async fn generate_skips_a_node_whose_connection_just_died() {
+    let head = head().await;
+    let _a = stub_node(
+        &head,
+        "a",
+        PROTOCOL_VERSION,
+        vec![model("m")],
+        Behaviour::Echo,
+    )
+    .await;
+    wait_for_nodes(&head.fleet, 1).await;
+    let _b = stub_node(
+        &head,
+        "b",
+        PROTOCOL_VERSION,
+        vec![model("m")],
+        Behaviour::Echo,
+    )
+    .await;
+    wait_for_nodes(&head.fleet, 2).await;
+    // No await between closing and dispatching: "a" is still registered, and picked first.
+    head.fleet.registry().close_connection("a");
+    let mut gen = within(head.fleet.generate(request("m"))).await.unwrap();
+    assert_eq!(gen.node_name, "b");
+    assert_eq!(
+        within(gen.next_event()).await.unwrap(),
+        Some(GenerateEvent::Tokens(vec![5, 6, 7]))
+    );
+}
