@@ -35,15 +35,23 @@ pub enum ConfigError {
     MissingModel(PathBuf),
     /// A numeric flag is out of range.
     #[error("--{flag} must be at least {min}, got {value}")]
-    TooSmall { flag: &'static str, min: u32, value: u32 },
+    TooSmall {
+        flag: &'static str,
+        min: u32,
+        value: u32,
+    },
 }
 
 /// Where `scripts/setup` installs the default model.
 pub fn default_model() -> PathBuf {
-    let home = std::env::var_os("SUPERFLUID_HOME").map(PathBuf::from).unwrap_or_else(|| {
-        let user = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-        user.join(".cache").join("superfluid")
-    });
+    let home = std::env::var_os("SUPERFLUID_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let user = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            user.join(".cache").join("superfluid")
+        });
     home.join("models").join("SmolLM2-135M-Instruct.Q4_1.gguf")
 }
 
@@ -60,7 +68,9 @@ impl Config {
         if !model.is_file() {
             return Err(ConfigError::MissingModel(model).into());
         }
-        let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
         Ok(Config {
             http: flags.http,
             model,

@@ -11,13 +11,19 @@ fn france() -> Value {
 }
 
 fn content(body: &Value) -> String {
-    body["choices"][0]["message"]["content"].as_str().unwrap_or_else(|| panic!("no content in {body}")).to_owned()
+    body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no content in {body}"))
+        .to_owned()
 }
 
 #[tokio::test]
 async fn greedy_capital_of_france_answers_paris() {
     let server = Server::start(&[]).unwrap();
-    let (status, body) = server.post("/v1/chat/completions", &chat(france(), 48)).await.unwrap();
+    let (status, body) = server
+        .post("/v1/chat/completions", &chat(france(), 48))
+        .await
+        .unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(content(&body).contains("Paris"), "{body}");
     assert_eq!(body["object"], "chat.completion");
@@ -42,9 +48,19 @@ async fn streamed_chunks_concatenate_to_the_non_streamed_text() {
     let mut streaming = request.clone();
     streaming["stream"] = json!(true);
     streaming["stream_options"] = json!({"include_usage": true});
-    let (events, node) = server.stream("/v1/chat/completions", &streaming).await.unwrap();
-    assert!(node.is_some_and(|n| !n.is_empty()), "x-superfluid-node header missing on the stream");
-    assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{events:?}");
+    let (events, node) = server
+        .stream("/v1/chat/completions", &streaming)
+        .await
+        .unwrap();
+    assert!(
+        node.is_some_and(|n| !n.is_empty()),
+        "x-superfluid-node header missing on the stream"
+    );
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("[DONE]"),
+        "{events:?}"
+    );
     let mut text = String::new();
     let mut finish = None;
     let mut usage = None;
@@ -66,23 +82,37 @@ async fn streamed_chunks_concatenate_to_the_non_streamed_text() {
     assert_eq!(text, whole);
     assert_eq!(finish, Some(body["choices"][0]["finish_reason"].clone()));
     let usage = usage.expect("include_usage asks for a usage chunk");
-    assert_eq!(usage["completion_tokens"], body["usage"]["completion_tokens"]);
+    assert_eq!(
+        usage["completion_tokens"],
+        body["usage"]["completion_tokens"]
+    );
 }
 
 #[tokio::test]
 async fn follow_up_turn_reports_cached_tokens() {
     let server = Server::start(&[]).unwrap();
-    let (status, first) = server.post("/v1/chat/completions", &chat(france(), 24)).await.unwrap();
+    let (status, first) = server
+        .post("/v1/chat/completions", &chat(france(), 24))
+        .await
+        .unwrap();
     assert_eq!(status, 200, "{first}");
     let mut turns = france().as_array().unwrap().clone();
     turns.push(json!({"role": "assistant", "content": content(&first)}));
     turns.push(json!({"role": "user", "content": "And of Italy?"}));
-    let (status, second) = server.post("/v1/chat/completions", &chat(Value::Array(turns), 24)).await.unwrap();
+    let (status, second) = server
+        .post("/v1/chat/completions", &chat(Value::Array(turns), 24))
+        .await
+        .unwrap();
     assert_eq!(status, 200, "{second}");
-    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
     let first_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
     assert!(cached > 0, "{second}");
-    assert!(cached >= first_prompt - 1, "the whole first prompt should be reused: {cached} of {first_prompt}");
+    assert!(
+        cached >= first_prompt - 1,
+        "the whole first prompt should be reused: {cached} of {first_prompt}"
+    );
 }
 
 #[tokio::test]
@@ -96,7 +126,10 @@ async fn four_concurrent_requests_all_complete_correctly() {
                 {"role": "system", "content": "You are a helpful assistant."},
                 {"role": "user", "content": format!("What is the capital of {q}?")}
             ]);
-            let (status, body) = server.post("/v1/chat/completions", &chat(msgs, 32)).await.unwrap();
+            let (status, body) = server
+                .post("/v1/chat/completions", &chat(msgs, 32))
+                .await
+                .unwrap();
             assert_eq!(status, 200, "{body}");
             answers.push(content(&body));
         }
@@ -114,7 +147,11 @@ async fn four_concurrent_requests_all_complete_correctly() {
     for (i, r) in together.into_iter().enumerate() {
         let (status, body) = r.unwrap();
         assert_eq!(status, 200, "{body}");
-        assert_eq!(content(&body), alone[i], "concurrent answer {i} differs from its answer alone");
+        assert_eq!(
+            content(&body),
+            alone[i],
+            "concurrent answer {i} differs from its answer alone"
+        );
     }
     assert!(alone[0].contains("Paris"), "{}", alone[0]);
 }
@@ -122,9 +159,14 @@ async fn four_concurrent_requests_all_complete_correctly() {
 #[tokio::test]
 async fn stop_string_ends_the_answer_and_is_not_emitted() {
     let server = Server::start(&[]).unwrap();
-    let (_, full) = server.post("/v1/chat/completions", &chat(france(), 48)).await.unwrap();
+    let (_, full) = server
+        .post("/v1/chat/completions", &chat(france(), 48))
+        .await
+        .unwrap();
     let text = content(&full);
-    let cut = text.find("Paris").expect("the unstopped answer names Paris");
+    let cut = text
+        .find("Paris")
+        .expect("the unstopped answer names Paris");
     let mut request = chat(france(), 48);
     request["stop"] = json!(["Paris"]);
     let (status, body) = server.post("/v1/chat/completions", &request).await.unwrap();
@@ -136,7 +178,10 @@ async fn stop_string_ends_the_answer_and_is_not_emitted() {
 #[tokio::test]
 async fn max_tokens_limits_the_answer_with_finish_reason_length() {
     let server = Server::start(&[]).unwrap();
-    let (status, body) = server.post("/v1/chat/completions", &chat(france(), 3)).await.unwrap();
+    let (status, body) = server
+        .post("/v1/chat/completions", &chat(france(), 3))
+        .await
+        .unwrap();
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["usage"]["completion_tokens"], 3);
     assert_eq!(body["choices"][0]["finish_reason"], "length");
@@ -151,7 +196,13 @@ async fn dropped_stream_frees_its_slot() {
         "model": crate::support::MODEL, "prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "temperature": 0,
         "max_tokens": 3000, "stream": true,
     });
-    let resp = server.client.post(server.url("/v1/completions")).json(&endless).send().await.unwrap();
+    let resp = server
+        .client
+        .post(server.url("/v1/completions"))
+        .json(&endless)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     let mut stream = resp.bytes_stream();
     let first = stream.next().await.expect("one chunk").unwrap();

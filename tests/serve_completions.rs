@@ -12,7 +12,10 @@ async fn completion_continues_the_prompt() {
     assert_eq!(body["object"], "text_completion");
     let text = body["choices"][0]["text"].as_str().unwrap();
     assert!(text.contains("Paris"), "{body}");
-    assert_eq!(body["usage"]["completion_tokens"].as_u64().unwrap() as usize > 0, true);
+    assert_eq!(
+        body["usage"]["completion_tokens"].as_u64().unwrap() as usize > 0,
+        true
+    );
 
     let mut streaming = request.clone();
     streaming["stream"] = json!(true);
@@ -29,10 +32,28 @@ async fn completion_continues_the_prompt() {
 #[tokio::test]
 async fn models_lists_the_served_model_and_health_is_ok() {
     let server = Server::start(&[]).unwrap();
-    let models: Value = server.client.get(server.url("/v1/models")).send().await.unwrap().json().await.unwrap();
+    let models: Value = server
+        .client
+        .get(server.url("/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(models["object"], "list");
-    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().filter_map(|m| m["id"].as_str()).collect();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
     assert_eq!(ids, vec![MODEL]);
-    let health = server.client.get(server.url("/health")).send().await.unwrap();
+    let health = server
+        .client
+        .get(server.url("/health"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200);
 }

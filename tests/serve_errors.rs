@@ -10,15 +10,24 @@ async fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
     let path = "/v1/chat/completions";
     let hello = json!([{"role": "user", "content": "Hello"}]);
 
-    let (status, body) = server.post_raw(path, "application/json", "{\"model\": ").await.unwrap();
+    let (status, body) = server
+        .post_raw(path, "application/json", "{\"model\": ")
+        .await
+        .unwrap();
     assert_eq!(status, 400, "malformed JSON: {body}");
     assert_eq!(body["error"]["type"], "invalid_request_error");
 
     let (status, body) = server.post_raw(path, "text/plain", "hello").await.unwrap();
     assert_eq!(status, 400, "wrong content type: {body}");
-    assert!(error_message(&body).to_lowercase().contains("json"), "{body}");
+    assert!(
+        error_message(&body).to_lowercase().contains("json"),
+        "{body}"
+    );
 
-    let (status, body) = server.post(path, &json!({"messages": hello})).await.unwrap();
+    let (status, body) = server
+        .post(path, &json!({"messages": hello}))
+        .await
+        .unwrap();
     assert_eq!(status, 400, "missing model: {body}");
     assert!(error_message(&body).contains("model"), "{body}");
 
@@ -27,7 +36,10 @@ async fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
     let (status, body) = server.post(path, &unknown).await.unwrap();
     assert_eq!(status, 404, "unknown model: {body}");
     assert!(error_message(&body).contains("gpt-4"), "{body}");
-    assert!(error_message(&body).contains(MODEL), "the message lists the served ids: {body}");
+    assert!(
+        error_message(&body).contains(MODEL),
+        "the message lists the served ids: {body}"
+    );
 
     let mut hot = chat(hello.clone(), 4);
     hot["temperature"] = json!(7);
@@ -45,18 +57,32 @@ async fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
     assert_eq!(status, 400, "no messages: {body}");
     assert!(error_message(&body).contains("messages"), "{body}");
 
-    let (status, body) = server.post(path, &chat(json!([{"role": "wizard", "content": "hi"}]), 4)).await.unwrap();
+    let (status, body) = server
+        .post(path, &chat(json!([{"role": "wizard", "content": "hi"}]), 4))
+        .await
+        .unwrap();
     assert_eq!(status, 400, "unknown role: {body}");
     assert!(error_message(&body).contains("wizard"), "{body}");
 
     let long = "word ".repeat(2000);
-    let (status, body) = server.post(path, &chat(json!([{"role": "user", "content": long}]), 4)).await.unwrap();
+    let (status, body) = server
+        .post(path, &chat(json!([{"role": "user", "content": long}]), 4))
+        .await
+        .unwrap();
     assert_eq!(status, 400, "too long: {body}");
     let msg = error_message(&body);
-    assert!(msg.contains("maximum context length is 512 tokens"), "{msg}");
+    assert!(
+        msg.contains("maximum context length is 512 tokens"),
+        "{msg}"
+    );
     assert!(msg.contains("shorten the prompt"), "{msg}");
 
-    let missing = server.client.get(server.url("/v1/nothing")).send().await.unwrap();
+    let missing = server
+        .client
+        .get(server.url("/v1/nothing"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(missing.status(), 404);
 
     // Still serving after all that.

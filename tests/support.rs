@@ -14,7 +14,10 @@ pub fn model_path() -> String {
         return p;
     }
     let home = std::env::var("SUPERFLUID_HOME").unwrap_or_else(|_| {
-        format!("{}/.cache/superfluid", std::env::var("HOME").unwrap_or_default())
+        format!(
+            "{}/.cache/superfluid",
+            std::env::var("HOME").unwrap_or_default()
+        )
     });
     format!("{home}/models/SmolLM2-135M-Instruct.Q4_1.gguf")
 }
@@ -34,7 +37,14 @@ impl Server {
     /// waits for the line that says where it listens.
     pub fn start(extra: &[&str]) -> Result<Server> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_superfluid"))
-            .args(["serve", "--http", "127.0.0.1:0", "--threads", "1", "--model"])
+            .args([
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--threads",
+                "1",
+                "--model",
+            ])
             .arg(model_path())
             .args(extra)
             .env("RUST_LOG", "info")
@@ -50,7 +60,8 @@ impl Server {
                 eprintln!("[serve] {line}");
                 if let Some(addr) = line.split("http://").nth(1) {
                     if let Some(t) = tx.take() {
-                        let addr: String = addr.chars().take_while(|c| !c.is_whitespace()).collect();
+                        let addr: String =
+                            addr.chars().take_while(|c| !c.is_whitespace()).collect();
                         let _ = t.send(addr);
                     }
                 }
@@ -63,7 +74,11 @@ impl Server {
                 bail!("superfluid serve did not say where it listens within 60 s");
             }
         };
-        Ok(Server { child, base: format!("http://{addr}"), client: reqwest::Client::new() })
+        Ok(Server {
+            child,
+            base: format!("http://{addr}"),
+            client: reqwest::Client::new(),
+        })
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -75,12 +90,18 @@ impl Server {
         let resp = self.client.post(self.url(path)).json(body).send().await?;
         let status = resp.status().as_u16();
         let text = resp.text().await?;
-        let json = serde_json::from_str(&text).with_context(|| format!("body is not JSON: {text}"))?;
+        let json =
+            serde_json::from_str(&text).with_context(|| format!("body is not JSON: {text}"))?;
         Ok((status, json))
     }
 
     /// POSTs a raw body with a content type; returns status and parsed body.
-    pub async fn post_raw(&self, path: &str, content_type: &str, body: &str) -> Result<(u16, Value)> {
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: &str,
+    ) -> Result<(u16, Value)> {
         let resp = self
             .client
             .post(self.url(path))
@@ -90,7 +111,8 @@ impl Server {
             .await?;
         let status = resp.status().as_u16();
         let text = resp.text().await?;
-        let json = serde_json::from_str(&text).with_context(|| format!("body is not JSON: {text}"))?;
+        let json =
+            serde_json::from_str(&text).with_context(|| format!("body is not JSON: {text}"))?;
         Ok((status, json))
     }
 
@@ -101,7 +123,11 @@ impl Server {
         if !resp.status().is_success() {
             bail!("stream answered {}: {}", resp.status(), resp.text().await?);
         }
-        let node = resp.headers().get("x-superfluid-node").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let node = resp
+            .headers()
+            .get("x-superfluid-node")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let text = resp.text().await?;
         let events = text
             .lines()
@@ -131,5 +157,8 @@ pub fn chat(messages: Value, max_tokens: u32) -> Value {
 
 /// The OpenAI error message of an error body, or a failure naming the body.
 pub fn error_message(body: &Value) -> String {
-    body["error"]["message"].as_str().map(str::to_owned).unwrap_or_else(|| panic!("no error.message in {body}"))
+    body["error"]["message"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no error.message in {body}"))
 }

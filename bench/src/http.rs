@@ -25,21 +25,29 @@ impl Drop for ServerProcess {
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// Starts `binary` with `args` (where `{port}` is replaced) and waits until
 /// its `/health` answers 200.
 pub async fn start(binary: &Path, args: &[String]) -> Result<ServerProcess> {
     let port = free_port()?;
-    let args: Vec<String> = args.iter().map(|a| a.replace("{port}", &port.to_string())).collect();
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("{port}", &port.to_string()))
+        .collect();
     let child = Command::new(binary)
         .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .with_context(|| format!("starting {}", binary.display()))?;
-    let server = ServerProcess { child, base: format!("http://127.0.0.1:{port}") };
+    let server = ServerProcess {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(120);
     while Instant::now() < deadline {
@@ -68,7 +76,11 @@ pub async fn complete(
         "stream": true, "stream_options": {"include_usage": true},
     });
     let start = Instant::now();
-    let resp = client.post(format!("{base}/v1/completions")).json(&body).send().await?;
+    let resp = client
+        .post(format!("{base}/v1/completions"))
+        .json(&body)
+        .send()
+        .await?;
     if !resp.status().is_success() {
         bail!("{base} answered {}: {}", resp.status(), resp.text().await?);
     }
@@ -81,12 +93,15 @@ pub async fn complete(
         while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
             let event: Vec<u8> = buf.drain(..end + 2).collect();
             let text = String::from_utf8_lossy(&event);
-            let Some(data) = text.trim().strip_prefix("data:") else { continue };
+            let Some(data) = text.trim().strip_prefix("data:") else {
+                continue;
+            };
             let data = data.trim();
             if data == "[DONE]" {
                 continue;
             }
-            let chunk: Value = serde_json::from_str(data).with_context(|| format!("bad chunk {data}"))?;
+            let chunk: Value =
+                serde_json::from_str(data).with_context(|| format!("bad chunk {data}"))?;
             if let Some(n) = chunk["usage"]["completion_tokens"].as_u64() {
                 usage_tokens = Some(n as u32);
             }

@@ -11,12 +11,19 @@ use superfluid_proto::{GenerateEvent, GenerateRequest, Sampling};
 use crate::stats::RequestTiming;
 
 /// One greedy generation of `prompt`, timed as a client would see it.
-pub async fn complete(engine: &Arc<dyn Engine>, prompt: Vec<u32>, max_tokens: u32) -> Result<RequestTiming> {
+pub async fn complete(
+    engine: &Arc<dyn Engine>,
+    prompt: Vec<u32>,
+    max_tokens: u32,
+) -> Result<RequestTiming> {
     let prompt_tokens = prompt.len() as u32;
     let request = GenerateRequest {
         model: engine.info().model.id.clone(),
         prompt,
-        sampling: Sampling { temperature: 0.0, ..Sampling::default() },
+        sampling: Sampling {
+            temperature: 0.0,
+            ..Sampling::default()
+        },
         max_tokens,
     };
     let start = Instant::now();
@@ -35,5 +42,10 @@ pub async fn complete(engine: &Arc<dyn Engine>, prompt: Vec<u32>, max_tokens: u3
         }
     }
     let first = first.unwrap_or(last);
-    Ok(RequestTiming { ttft: first - start, decode: last - first, tokens, prompt_tokens })
+    Ok(RequestTiming {
+        ttft: first - start,
+        decode: last - first,
+        tokens,
+        prompt_tokens,
+    })
 }

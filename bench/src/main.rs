@@ -64,7 +64,9 @@ pub struct ServeArgs {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
             let report = runtime.block_on(report::serve(&args))?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);

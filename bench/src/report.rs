@@ -60,7 +60,11 @@ struct Bench<'a> {
 impl Bench<'_> {
     fn tokens(&self, text: &str) -> Vec<u32> {
         let vocab = self.vocab.vocab();
-        vocab.tokenize(text.as_bytes(), true, true).iter().map(|t| t.0 as u32).collect()
+        vocab
+            .tokenize(text.as_bytes(), true, true)
+            .iter()
+            .map(|t| t.0 as u32)
+            .collect()
     }
 
     async fn one(&self, target: &Target<'_>, text: &str, max_tokens: u32) -> Result<RequestTiming> {
@@ -68,13 +72,23 @@ impl Bench<'_> {
         match target {
             Target::InProcess(engine) => inprocess::complete(engine, tokens, max_tokens).await,
             Target::Http { base, model } => {
-                http::complete(&self.client, base, model, text, tokens.len() as u32, max_tokens).await
+                http::complete(
+                    &self.client,
+                    base,
+                    model,
+                    text,
+                    tokens.len() as u32,
+                    max_tokens,
+                )
+                .await
             }
         }
     }
 
     async fn measure(&self, name: &str, target: Target<'_>) -> Result<Contender> {
-        self.one(&target, &workload::story_prompt(999, 0), 8).await.context("warm-up request")?;
+        self.one(&target, &workload::story_prompt(999, 0), 8)
+            .await
+            .context("warm-up request")?;
         let mut streams = Vec::new();
         for concurrency in [1usize, 4] {
             let (mut timings, mut wall) = (Vec::new(), std::time::Duration::ZERO);
@@ -96,9 +110,16 @@ impl Bench<'_> {
         }
         let mut prefill = Vec::new();
         for round in 0..self.args.rounds {
-            prefill.push(self.one(&target, &workload::long_prompt(round + 500), 1).await?);
+            prefill.push(
+                self.one(&target, &workload::long_prompt(round + 500), 1)
+                    .await?,
+            );
         }
-        Ok(Contender { name: name.into(), streams, prefill_tokens_per_s: prefill_rate(&prefill) })
+        Ok(Contender {
+            name: name.into(),
+            streams,
+            prefill_tokens_per_s: prefill_rate(&prefill),
+        })
     }
 }
 
@@ -119,8 +140,13 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
 pub async fn serve(args: &ServeArgs) -> Result<Report> {
     let backend = Arc::new(LlamaBackend::init()?);
     let params = LlamaModelParams::default().with_vocab_only(true);
-    let vocab = LlamaModel::load_from_file(&backend, &args.model, &params).context("loading the vocabulary")?;
-    let bench = Bench { args, vocab: &vocab, client: reqwest::Client::new() };
+    let vocab = LlamaModel::load_from_file(&backend, &args.model, &params)
+        .context("loading the vocabulary")?;
+    let bench = Bench {
+        args,
+        vocab: &vocab,
+        client: reqwest::Client::new(),
+    };
     let model_id = superfluid_proto::model_id_from_path(&args.model);
     let mut contenders = Vec::new();
 
@@ -132,30 +158,78 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         ..LlamaConfig::default()
     };
     let engine: Arc<dyn Engine> = Arc::new(LlamaEngine::start(backend.clone(), config)?);
-    contenders.push(bench.measure("in_process", Target::InProcess(&engine)).await?);
+    contenders.push(
+        bench
+            .measure("in_process", Target::InProcess(&engine))
+            .await?,
+    );
     drop(engine);
 
-    let (t, s, c) = (args.threads.to_string(), args.slots.to_string(), args.ctx.to_string());
-    let serve_args: Vec<String> = ["serve", "--http", "127.0.0.1:{port}", "--threads", &t, "--slots", &s, "--ctx", &c, "--model"]
-        .iter()
-        .map(|a| a.to_string())
-        .chain([args.model.display().to_string()])
-        .collect();
+    let (t, s, c) = (
+        args.threads.to_string(),
+        args.slots.to_string(),
+        args.ctx.to_string(),
+    );
+    let serve_args: Vec<String> = [
+        "serve",
+        "--http",
+        "127.0.0.1:{port}",
+        "--threads",
+        &t,
+        "--slots",
+        &s,
+        "--ctx",
+        &c,
+        "--model",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .chain([args.model.display().to_string()])
+    .collect();
     let server = http::start(&args.superfluid, &serve_args).await?;
-    let measured = bench.measure("superfluid_serve", Target::Http { base: &server.base, model: &model_id }).await;
+    let measured = bench
+        .measure(
+            "superfluid_serve",
+            Target::Http {
+                base: &server.base,
+                model: &model_id,
+            },
+        )
+        .await;
     drop(server);
     contenders.push(measured?);
 
     if let Some(llama_server) = &args.llama_server {
         let total_ctx = (args.ctx * args.slots).to_string();
-        let ls_args: Vec<String> =
-            ["--host", "127.0.0.1", "--port", "{port}", "-t", &t, "-tb", &t, "-np", &s, "-c", &total_ctx, "-m"]
-                .iter()
-                .map(|a| a.to_string())
-                .chain([args.model.display().to_string()])
-                .collect();
+        let ls_args: Vec<String> = [
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "{port}",
+            "-t",
+            &t,
+            "-tb",
+            &t,
+            "-np",
+            &s,
+            "-c",
+            &total_ctx,
+            "-m",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([args.model.display().to_string()])
+        .collect();
         let server = http::start(llama_server, &ls_args).await?;
-        let measured = bench.measure("llama_server", Target::Http { base: &server.base, model: &model_id }).await;
+        let measured = bench
+            .measure(
+                "llama_server",
+                Target::Http {
+                    base: &server.base,
+                    model: &model_id,
+                },
+            )
+            .await;
         drop(server);
         contenders.push(measured?);
     }
@@ -178,7 +252,10 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
 
 /// A human-readable table of the report.
 pub fn print_table(report: &Report) {
-    println!("model {} threads {} slots {} max_tokens {}", report.model, report.threads, report.slots, report.max_tokens);
+    println!(
+        "model {} threads {} slots {} max_tokens {}",
+        report.model, report.threads, report.slots, report.max_tokens
+    );
     for c in &report.contenders {
         for s in &c.streams {
             println!(
@@ -186,7 +263,10 @@ pub fn print_table(report: &Report) {
                 c.name, s.concurrency, s.decode_tokens_per_s, s.ttft_p50_ms
             );
         }
-        println!("{:<18} prefill {:>7.1} tok/s", c.name, c.prefill_tokens_per_s);
+        println!(
+            "{:<18} prefill {:>7.1} tok/s",
+            c.name, c.prefill_tokens_per_s
+        );
     }
     for r in &report.ratios {
         println!(

@@ -41,7 +41,12 @@ pub fn summarise(concurrency: usize, timings: &[RequestTiming], wall: Duration) 
         let tokens: u32 = timings.iter().map(|t| t.tokens).sum();
         f64::from(tokens) / wall.as_secs_f64().max(1e-9)
     };
-    Summary { concurrency, decode_tokens_per_s, ttft_p50_ms: percentile(&mut ttft, 0.5), requests: timings.len() }
+    Summary {
+        concurrency,
+        decode_tokens_per_s,
+        ttft_p50_ms: percentile(&mut ttft, 0.5),
+        requests: timings.len(),
+    }
 }
 
 /// Prompt tokens per second of prefill: prompt tokens over time to first token.

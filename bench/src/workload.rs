@@ -2,8 +2,14 @@
 //! no contender answers from a cache the others lack.
 
 const TOPICS: [&str; 8] = [
-    "a lighthouse keeper", "a lost robot", "a dragon who bakes bread", "two rival chess players",
-    "a city under the sea", "a time-travelling cat", "the last tree on Mars", "a haunted violin",
+    "a lighthouse keeper",
+    "a lost robot",
+    "a dragon who bakes bread",
+    "two rival chess players",
+    "a city under the sea",
+    "a time-travelling cat",
+    "the last tree on Mars",
+    "a haunted violin",
 ];
 
 /// The prompt of stream `stream` in round `round`.

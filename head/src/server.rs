@@ -11,8 +11,8 @@ use tokio::task::JoinHandle;
 
 use crate::api::{router, AppState};
 use crate::codec::{Catalog, CodecError};
-use crate::fleet::{listen, LinkListenConfig, LinkListener};
 use crate::fleet::Fleet;
+use crate::fleet::{listen, LinkListenConfig, LinkListener};
 
 /// What a head needs to start.
 pub struct HeadConfig {
@@ -80,15 +80,36 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
     let fingerprint = config.identity.fingerprint();
     let link = listen(
         fleet.clone(),
-        LinkListenConfig { addr: config.link, identity: config.identity, authorizer: config.authorizer },
+        LinkListenConfig {
+            addr: config.link,
+            identity: config.identity,
+            authorizer: config.authorizer,
+        },
     )
     .await?;
     let http = tokio::net::TcpListener::bind(config.http)
         .await
-        .map_err(|source| HeadError::Http { addr: config.http, source })?;
-    let http_addr = http.local_addr().map_err(|source| HeadError::Http { addr: config.http, source })?;
+        .map_err(|source| HeadError::Http {
+            addr: config.http,
+            source,
+        })?;
+    let http_addr = http.local_addr().map_err(|source| HeadError::Http {
+        addr: config.http,
+        source,
+    })?;
     let model_ids = catalog.ids();
-    let app = router(AppState { catalog, fleet: fleet.clone() });
+    let app = router(AppState {
+        catalog,
+        fleet: fleet.clone(),
+    });
     let http = tokio::spawn(async move { axum::serve(http, app).await });
-    Ok(RunningHead { http_addr, link_addr: link.addr, fingerprint, model_ids, fleet, http, link })
+    Ok(RunningHead {
+        http_addr,
+        link_addr: link.addr,
+        fingerprint,
+        model_ids,
+        fleet,
+        http,
+        link,
+    })
 }

@@ -38,9 +38,15 @@ pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, FrameError> {
     let mut out = postcard::to_extend(msg, std::mem::take(&mut out)).map_err(FrameError::Encode)?;
     let len = out.len() - LEN_PREFIX;
     if len > MAX_FRAME {
-        return Err(FrameError::TooLarge { len, max: MAX_FRAME });
+        return Err(FrameError::TooLarge {
+            len,
+            max: MAX_FRAME,
+        });
     }
-    let prefix = u32::try_from(len).map_err(|_| FrameError::TooLarge { len, max: MAX_FRAME })?;
+    let prefix = u32::try_from(len).map_err(|_| FrameError::TooLarge {
+        len,
+        max: MAX_FRAME,
+    })?;
     out[..LEN_PREFIX].copy_from_slice(&prefix.to_be_bytes());
     Ok(out)
 }
@@ -48,7 +54,10 @@ pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, FrameError> {
 /// Decodes one frame body (without its prefix). Trailing bytes are an error.
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
     if body.len() > MAX_FRAME {
-        return Err(FrameError::TooLarge { len: body.len(), max: MAX_FRAME });
+        return Err(FrameError::TooLarge {
+            len: body.len(),
+            max: MAX_FRAME,
+        });
     }
     let (msg, rest) = postcard::take_from_bytes(body).map_err(FrameError::Decode)?;
     if !rest.is_empty() {
@@ -61,7 +70,10 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
 pub fn body_len(prefix: [u8; LEN_PREFIX]) -> Result<usize, FrameError> {
     let len = u32::from_be_bytes(prefix) as usize;
     if len > MAX_FRAME {
-        return Err(FrameError::TooLarge { len, max: MAX_FRAME });
+        return Err(FrameError::TooLarge {
+            len,
+            max: MAX_FRAME,
+        });
     }
     Ok(len)
 }

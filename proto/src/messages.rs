@@ -146,6 +146,11 @@ pub enum GenerateEvent {
 /// Head and node derive ids the same way, so a node's model matches the
 /// head's when both load the same file name.
 pub fn model_id_from_path(path: &std::path::Path) -> String {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    name.strip_suffix(".gguf").map(str::to_owned).unwrap_or(name)
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.strip_suffix(".gguf")
+        .map(str::to_owned)
+        .unwrap_or(name)
 }

@@ -6,7 +6,11 @@ fn request(prompt: Vec<u32>, max_tokens: u32, temperature: f32, seed: u32) -> Ge
     GenerateRequest {
         model: "m".into(),
         prompt,
-        sampling: Sampling { temperature, seed, ..Sampling::default() },
+        sampling: Sampling {
+            temperature,
+            seed,
+            ..Sampling::default()
+        },
         max_tokens,
     }
 }
@@ -68,6 +72,9 @@ fn trailing_bytes_are_an_error() {
 
 #[test]
 fn wrong_type_is_an_error_not_a_panic() {
-    let bytes = encode(&GenerateEvent::Failed { message: "x".into() }).unwrap();
+    let bytes = encode(&GenerateEvent::Failed {
+        message: "x".into(),
+    })
+    .unwrap();
     assert!(decode::<NodeHello>(&bytes[LEN_PREFIX..]).is_err());
 }
