@@ -7,6 +7,7 @@
 //! and keeps finished sequences resident so later prompts reuse their prefix.
 
 mod batch_loop;
+mod engine_thread;
 mod sampler;
 pub mod slots;
 #[cfg(test)]
@@ -91,7 +92,7 @@ impl LlamaEngine {
         let (ready_tx, ready_rx) = std_mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name(format!("llama-{}", info.model.id))
-            .spawn(move || batch_loop::run(&backend, &config, &ready_tx, job_rx))
+            .spawn(move || engine_thread::run(&backend, &config, &ready_tx, job_rx))
             .map_err(|e| EngineError::Load {
                 path: info.model.id.clone(),
                 reason: format!("could not start the engine thread: {e}"),

@@ -1,24 +1,18 @@
-//! The engine thread: owns the model and context and runs continuous batching.
+//! Continuous batching: one decode per step over every running slot.
 
 use std::collections::VecDeque;
-use std::num::NonZeroU32;
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, TryRecvError};
 
-use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
-use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
-use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
-use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::vocab::LlamaVocab;
 use superfluid_proto::{FinishReason, GenerateEvent, GenerateRequest, Outcome};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{sampler, slots, LlamaConfig};
-use crate::engine::EngineError;
+use super::sampler::Picker;
+use super::{slots, LlamaConfig};
 
 /// A request on its way to the engine thread.
 pub struct Job {
@@ -29,7 +23,7 @@ pub struct Job {
 /// The generation running in a slot.
 struct Running {
     events: UnboundedSender<GenerateEvent>,
-    sampler: LlamaSampler,
+    picker: Picker,
     max_tokens: u32,
     prompt_tokens: u32,
     cached_tokens: u32,
@@ -47,55 +41,8 @@ struct Slot {
     running: Option<Running>,
 }
 
-/// Loads the model, reports readiness, then serves jobs until every sender
-/// is gone and no work is left.
-pub fn run(
-    backend: &Arc<LlamaBackend>,
-    config: &LlamaConfig,
-    ready: &SyncSender<Result<(), EngineError>>,
-    jobs: Receiver<Job>,
-) {
-    let path = config.model_path.display().to_string();
-    let model =
-        match LlamaModel::load_from_file(backend, &config.model_path, &LlamaModelParams::default())
-        {
-            Ok(model) => model,
-            Err(e) => {
-                let _ = ready.send(Err(EngineError::Load {
-                    path,
-                    reason: e.to_string(),
-                }));
-                return;
-            }
-        };
-    let n_batch = config.prefill_chunk.saturating_add(config.slots);
-    let threads = i32::try_from(config.threads).unwrap_or(1);
-    let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(config.ctx.saturating_mul(config.slots)))
-        .with_n_seq_max(config.slots)
-        .with_kv_unified(true)
-        .with_n_batch(n_batch)
-        .with_n_ubatch(n_batch)
-        .with_n_threads(threads)
-        .with_n_threads_batch(threads);
-    let ctx = match model.new_context(backend, params) {
-        Ok(ctx) => ctx,
-        Err(e) => {
-            let _ = ready.send(Err(EngineError::Context {
-                ctx: config.ctx,
-                slots: config.slots,
-                reason: e.to_string(),
-            }));
-            return;
-        }
-    };
-    if ready.send(Ok(())).is_err() {
-        return;
-    }
-    Batcher::new(&model, ctx, config, n_batch as usize).serve(&jobs);
-}
-
-struct Batcher<'m> {
+/// Continuous batching over the slots' KV sequences in one context.
+pub struct Batcher<'m> {
     vocab: LlamaVocab<'m>,
     ctx: LlamaContext<'m>,
     batch: LlamaBatch<'static>,
@@ -110,7 +57,7 @@ struct Batcher<'m> {
 }
 
 impl<'m> Batcher<'m> {
-    fn new(
+    pub fn new(
         model: &'m LlamaModel,
         ctx: LlamaContext<'m>,
         config: &LlamaConfig,
@@ -143,7 +90,8 @@ impl<'m> Batcher<'m> {
         !self.queue.is_empty() || self.slots.iter().any(|s| s.running.is_some())
     }
 
-    fn serve(mut self, jobs: &Receiver<Job>) {
+    /// Serves jobs until every sender is gone and no work is left.
+    pub fn serve(mut self, jobs: &Receiver<Job>) {
         let mut open = true;
         loop {
             if !self.busy() {
@@ -225,7 +173,7 @@ impl<'m> Batcher<'m> {
             slot.n_past = reuse;
             slot.running = Some(Running {
                 events: job.events,
-                sampler: sampler::build(&job.request.sampling, self.n_vocab),
+                picker: Picker::new(&job.request.sampling, self.n_vocab),
                 max_tokens: job.request.max_tokens,
                 prompt_tokens: prompt.len() as u32,
                 cached_tokens: reuse as u32,
@@ -319,7 +267,7 @@ impl<'m> Batcher<'m> {
         let Some(running) = slot.running.as_mut() else {
             return;
         };
-        let token = running.sampler.sample(&self.ctx, batch_index);
+        let token = running.picker.pick(&self.ctx, batch_index);
         let finish = if self.vocab.is_eog(token) {
             Some(FinishReason::Stop)
         } else {

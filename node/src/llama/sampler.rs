@@ -1,7 +1,53 @@
 //! Builds a llama.cpp sampler chain from the request's [`Sampling`].
 
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
 use superfluid_proto::Sampling;
+
+/// Picks each next token of one generation.
+pub enum Picker {
+    /// Plain greedy decoding: the most likely token, read straight from the
+    /// logits (the sampler chain would first copy the whole vocabulary).
+    Argmax,
+    /// A llama.cpp sampler chain; it accepts each token it samples.
+    Chain(LlamaSampler),
+}
+
+impl Picker {
+    /// The picker for `sampling`.
+    pub fn new(sampling: &Sampling, n_vocab: i32) -> Self {
+        let plain = sampling.temperature.is_finite()
+            && sampling.temperature <= 0.0
+            && (sampling.penalty_last_n == 0
+                || (sampling.repetition_penalty == 1.0
+                    && sampling.frequency_penalty == 0.0
+                    && sampling.presence_penalty == 0.0));
+        if plain {
+            Picker::Argmax
+        } else {
+            Picker::Chain(build(sampling, n_vocab))
+        }
+    }
+
+    /// The next token from the logits at `batch_index` of the last decode,
+    /// which must have been requested for that index.
+    pub fn pick(&mut self, ctx: &LlamaContext<'_>, batch_index: i32) -> LlamaToken {
+        match self {
+            Picker::Argmax => {
+                let logits = ctx.get_logits_ith(batch_index);
+                let mut best = 0;
+                for (i, &logit) in logits.iter().enumerate() {
+                    if logit > logits[best] {
+                        best = i;
+                    }
+                }
+                LlamaToken(i32::try_from(best).unwrap_or(0))
+            }
+            Picker::Chain(sampler) => sampler.sample(ctx, batch_index),
+        }
+    }
+}
 
 /// The chain for one generation: penalties, top-k, top-p, min-p and
 /// temperature, then a seeded random pick; greedy when `temperature <= 0`.

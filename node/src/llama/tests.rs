@@ -292,13 +292,24 @@ fn a_full_context_ends_with_length() {
 #[test]
 #[ignore]
 fn throughput() {
+    let long = |i: usize| {
+        let mut req = greedy(&format!("{} {i}", PROMPTS[2]), 256);
+        req.sampling.seed = i as u32;
+        req
+    };
     let engine = engine(4, 2048, 512);
+    let (tokens, elapsed) = decode_timed(engine.submit(long(0)).expect("submit"));
+    println!(
+        "decode, 1 stream, empty cache: {:.0} tokens/s",
+        tokens as f64 / elapsed
+    );
+
     let prompt = tokenize(&PROMPTS.join(" ").repeat(12));
     let start = Instant::now();
     let (_, outcome) = run(
         &engine,
         request(
-            prompt.clone(),
+            prompt,
             1,
             Sampling {
                 temperature: 0.0,
@@ -312,23 +323,19 @@ fn throughput() {
         outcome.prompt_tokens
     );
 
-    let long = |i: usize| {
-        let mut req = greedy(&format!("{} {i}", PROMPTS[2]), 256);
-        req.sampling.seed = i as u32;
-        req
-    };
-    let (tokens, elapsed) = decode_timed(engine.submit(long(0)).expect("submit"));
-    println!("decode, 1 stream: {:.0} tokens/s", tokens as f64 / elapsed);
+    let (tokens, elapsed) = decode_timed(engine.submit(long(1)).expect("submit"));
+    println!(
+        "decode, 1 stream, other sequences resident: {:.0} tokens/s",
+        tokens as f64 / elapsed
+    );
 
     let start = Instant::now();
-    let generations: Vec<_> = (1..5)
+    let generations: Vec<_> = (2..6)
         .map(|i| engine.submit(long(i)).expect("submit"))
         .collect();
     let total: usize = generations.into_iter().map(|g| collect(g).0.len()).sum();
-    println!(
-        "decode, 4 streams: {:.0} tokens/s aggregate (prefill included)",
-        total as f64 / start.elapsed().as_secs_f64()
-    );
+    let aggregate = total as f64 / start.elapsed().as_secs_f64();
+    println!("decode, 4 streams: {aggregate:.0} tokens/s aggregate (prefill included)");
 }
 
 /// Tokens after the first and the seconds they took, so prefill is not counted.
