@@ -154,20 +154,17 @@ impl<'m> Batcher<'m> {
                 return;
             };
             let seq = choice.index as u32;
-            if self
+            let kept = self
                 .ctx
-                .clear_kv_cache_seq(Some(seq), Some(choice.reuse as u32), None)
-                != Ok(true)
-            {
-                // Partial removal failed: start the sequence over.
-                let _ = self.ctx.clear_kv_cache_seq(Some(seq), None, None);
-            }
-            let slot = &mut self.slots[choice.index];
-            let reuse = if slot.tokens.len() >= choice.reuse && slot.n_past >= choice.reuse {
+                .clear_kv_cache_seq(Some(seq), Some(choice.reuse as u32), None);
+            let reuse = if kept == Ok(true) {
                 choice.reuse
             } else {
+                // Partial removal failed: start the sequence over.
+                let _ = self.ctx.clear_kv_cache_seq(Some(seq), None, None);
                 0
             };
+            let slot = &mut self.slots[choice.index];
             slot.tokens.clear();
             slot.tokens.extend_from_slice(&prompt);
             slot.n_past = reuse;
