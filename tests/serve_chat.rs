@@ -115,45 +115,33 @@ async fn follow_up_turn_reports_cached_tokens() {
     );
 }
 
+/// Batched decoding is not bit-identical to decoding alone (llama.cpp's sums
+/// run in another order), so long greedy answers may drift apart; each must
+/// still answer its own question, which a mix-up between slots would break.
 #[tokio::test]
 async fn four_concurrent_requests_all_complete_correctly() {
     let server = Server::start(&["--slots", "4"]).unwrap();
-    let questions = ["France", "Germany", "Spain", "Japan"];
-    let alone = {
-        let mut answers = Vec::new();
-        for q in questions {
-            let msgs = json!([
-                {"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": format!("What is the capital of {q}?")}
-            ]);
-            let (status, body) = server
-                .post("/v1/chat/completions", &chat(msgs, 32))
-                .await
-                .unwrap();
-            assert_eq!(status, 200, "{body}");
-            answers.push(content(&body));
-        }
-        answers
-    };
-    let together = futures::future::join_all(questions.iter().map(|q| {
+    let cases = [
+        ("France", "Paris"),
+        ("Germany", "Berlin"),
+        ("Japan", "Tokyo"),
+        ("England", "London"),
+    ];
+    let answers = futures::future::join_all(cases.iter().map(|(country, _)| {
         let msgs = json!([
             {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": format!("What is the capital of {q}?")}
+            {"role": "user", "content": format!("What is the capital of {country}?")}
         ]);
         let server = &server;
         async move { server.post("/v1/chat/completions", &chat(msgs, 32)).await }
     }))
     .await;
-    for (i, r) in together.into_iter().enumerate() {
-        let (status, body) = r.unwrap();
+    for ((country, city), answer) in cases.iter().zip(answers) {
+        let (status, body) = answer.unwrap();
         assert_eq!(status, 200, "{body}");
-        assert_eq!(
-            content(&body),
-            alone[i],
-            "concurrent answer {i} differs from its answer alone"
-        );
+        assert!(content(&body).contains(city), "{country}: {body}");
+        assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
     }
-    assert!(alone[0].contains("Paris"), "{}", alone[0]);
 }
 
 #[tokio::test]
@@ -194,7 +182,7 @@ async fn dropped_stream_frees_its_slot() {
     // Greedy counting goes on until max_tokens: minutes of work if never cancelled.
     let endless = json!({
         "model": crate::support::MODEL, "prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "temperature": 0,
-        "max_tokens": 3000, "stream": true,
+        "max_tokens": 4000, "stream": true,
     });
     let resp = server
         .client
@@ -213,7 +201,7 @@ async fn dropped_stream_frees_its_slot() {
         .client
         .post(server.url("/v1/chat/completions"))
         .json(&chat(france(), 8))
-        .timeout(std::time::Duration::from_secs(20))
+        .timeout(std::time::Duration::from_secs(10))
         .send()
         .await
         .expect("the slot was not freed: the abandoned generation kept running");
