@@ -123,8 +123,11 @@ impl Bench<'_> {
     }
 }
 
+fn at(c: &Contender, i: usize) -> &Summary {
+    &c.streams[i]
+}
+
 fn ratios(of: &Contender, to: &Contender) -> Ratios {
-    let at = |c: &Contender, i: usize| &c.streams[i];
     Ratios {
         of: of.name.clone(),
         to: to.name.clone(),

@@ -91,7 +91,7 @@ impl FrameReader {
     }
 
     /// Returns the next whole frame, `Ok(None)` if more bytes are needed.
-    pub fn next<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameError> {
+    pub fn next_frame<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameError> {
         let Some(prefix) = self.buf.first_chunk::<LEN_PREFIX>() else {
             return Ok(None);
         };

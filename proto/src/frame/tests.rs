@@ -23,7 +23,7 @@ proptest! {
         let bytes = encode(&msg).unwrap();
         let mut reader = FrameReader::default();
         reader.push(&bytes);
-        prop_assert_eq!(reader.next::<GenerateRequest>().unwrap(), Some(msg));
+        prop_assert_eq!(reader.next_frame::<GenerateRequest>().unwrap(), Some(msg));
     }
 
     #[test]
@@ -38,9 +38,9 @@ proptest! {
         let mut reader = FrameReader::default();
         reader.push(a);
         let mut got = Vec::new();
-        while let Some(e) = reader.next::<GenerateEvent>().unwrap() { got.push(e); }
+        while let Some(e) = reader.next_frame::<GenerateEvent>().unwrap() { got.push(e); }
         reader.push(b);
-        while let Some(e) = reader.next::<GenerateEvent>().unwrap() { got.push(e); }
+        while let Some(e) = reader.next_frame::<GenerateEvent>().unwrap() { got.push(e); }
         prop_assert_eq!(got, events);
     }
 
@@ -51,7 +51,7 @@ proptest! {
         let _ = decode::<ControlMsg>(&bytes);
         let mut reader = FrameReader::default();
         reader.push(&bytes);
-        let _ = reader.next::<GenerateEvent>();
+        let _ = reader.next_frame::<GenerateEvent>();
     }
 }
 
@@ -59,7 +59,7 @@ proptest! {
 fn oversized_frame_is_refused_before_buffering() {
     let mut reader = FrameReader::default();
     reader.push(&u32::MAX.to_be_bytes());
-    let err = reader.next::<GenerateEvent>().unwrap_err();
+    let err = reader.next_frame::<GenerateEvent>().unwrap_err();
     assert!(err.to_string().contains("over the"), "{err}");
 }
 
