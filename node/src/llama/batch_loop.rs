@@ -153,16 +153,9 @@ impl<'m> Batcher<'m> {
                 self.queue.push_front(job);
                 return;
             };
-            let seq = choice.index as u32;
-            let kept = self
-                .ctx
-                .clear_kv_cache_seq(Some(seq), Some(choice.reuse as u32), None);
-            let reuse = if kept == Ok(true) {
-                choice.reuse
-            } else {
-                // Partial removal failed: start the sequence over.
-                let _ = self.ctx.clear_kv_cache_seq(Some(seq), None, None);
-                0
+            let reuse = match self.running_prefix(&prompt, choice.reuse) {
+                Some((donor, len)) => self.copy_prefix(donor, choice.index, len),
+                None => self.keep_prefix(choice.index, choice.reuse),
             };
             let slot = &mut self.slots[choice.index];
             slot.tokens.clear();
@@ -177,6 +170,56 @@ impl<'m> Batcher<'m> {
                 generated: 0,
                 fed: 0,
             });
+        }
+    }
+
+    /// A running slot whose evaluated tokens share a longer prefix with
+    /// `prompt` than `beat`: its index and the prefix length.
+    fn running_prefix(&self, prompt: &[LlamaToken], beat: usize) -> Option<(usize, usize)> {
+        let limit = prompt.len().saturating_sub(1);
+        let running = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.running.is_some());
+        running
+            .map(|(i, s)| {
+                (
+                    i,
+                    slots::common_prefix(&s.tokens[..s.n_past], prompt).min(limit),
+                )
+            })
+            .filter(|&(_, len)| len > beat)
+            .max_by_key(|&(_, len)| len)
+    }
+
+    /// Replaces sequence `to` with the first `len` positions of sequence
+    /// `from`; returns the tokens kept.
+    fn copy_prefix(&mut self, from: usize, to: usize, len: usize) -> usize {
+        let _ = self.ctx.clear_kv_cache_seq(Some(to as u32), None, None);
+        match self
+            .ctx
+            .copy_kv_cache_seq(from as i32, to as i32, Some(0), Some(len as u32))
+        {
+            Ok(()) => len,
+            Err(_) => {
+                let _ = self.ctx.clear_kv_cache_seq(Some(to as u32), None, None);
+                0
+            }
+        }
+    }
+
+    /// Drops sequence `seq` after its first `len` positions; returns the tokens kept.
+    fn keep_prefix(&mut self, seq: usize, len: usize) -> usize {
+        let kept = self
+            .ctx
+            .clear_kv_cache_seq(Some(seq as u32), Some(len as u32), None);
+        if kept == Ok(true) {
+            len
+        } else {
+            // Partial removal failed: start the sequence over.
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            0
         }
     }
 

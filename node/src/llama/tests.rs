@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -12,6 +11,8 @@ use superfluid_proto::{
 };
 
 use super::{LlamaConfig, LlamaEngine};
+
+mod throughput;
 use crate::engine::{Engine, EngineError, Generation};
 
 static BACKEND: OnceLock<Arc<LlamaBackend>> = OnceLock::new();
@@ -132,6 +133,26 @@ fn shared_prefix_is_reused_and_matches_a_cold_run() {
     let cold = engine(1, 512, 512);
     let (cold_tokens, outcome) = run(&cold, second_req);
     assert_eq!(outcome.cached_tokens, 0);
+    assert_eq!(warm_tokens, cold_tokens);
+}
+
+#[test]
+fn a_prefix_held_by_a_running_generation_is_copied_to_a_new_slot() {
+    let prefix = "You are a helpful assistant. Answer briefly and precisely. Question: ";
+    let warm = engine(2, 512, 512);
+    let mut running = warm
+        .submit(greedy(&format!("{prefix}Tell me a long story."), 200))
+        .expect("submit");
+    assert!(matches!(
+        running.events.blocking_recv(),
+        Some(GenerateEvent::Tokens(_))
+    ));
+    let req = greedy(&format!("{prefix}Name a large planet."), 16);
+    let (warm_tokens, outcome) = run(&warm, req.clone());
+    drop(running);
+    assert!(outcome.cached_tokens > 0, "{outcome:?}");
+
+    let (cold_tokens, _) = run(&engine(1, 512, 512), req);
     assert_eq!(warm_tokens, cold_tokens);
 }
 
@@ -285,71 +306,6 @@ fn a_full_context_ends_with_length() {
     let (_, outcome) = run(&engine, req);
     assert_eq!(outcome.finish, FinishReason::Length);
     assert_eq!(outcome.generated_tokens, 24 - prompt_len);
-}
-
-/// Throughput on this machine; run with
-/// `cargo test -p superfluid-node --release -- --ignored --nocapture throughput`.
-#[test]
-#[ignore]
-fn throughput() {
-    let long = |i: usize| {
-        let mut req = greedy(&format!("{} {i}", PROMPTS[2]), 256);
-        req.sampling.seed = i as u32;
-        req
-    };
-    let engine = engine(4, 2048, 512);
-    let (tokens, elapsed) = decode_timed(engine.submit(long(0)).expect("submit"));
-    println!(
-        "decode, 1 stream, empty cache: {:.0} tokens/s",
-        tokens as f64 / elapsed
-    );
-
-    let prompt = tokenize(&PROMPTS.join(" ").repeat(12));
-    let start = Instant::now();
-    let (_, outcome) = run(
-        &engine,
-        request(
-            prompt,
-            1,
-            Sampling {
-                temperature: 0.0,
-                ..Sampling::default()
-            },
-        ),
-    );
-    let prefill = outcome.prompt_tokens as f64 / start.elapsed().as_secs_f64();
-    println!(
-        "prefill: {} tokens, {prefill:.0} tokens/s",
-        outcome.prompt_tokens
-    );
-
-    let (tokens, elapsed) = decode_timed(engine.submit(long(1)).expect("submit"));
-    println!(
-        "decode, 1 stream, other sequences resident: {:.0} tokens/s",
-        tokens as f64 / elapsed
-    );
-
-    let start = Instant::now();
-    let generations: Vec<_> = (2..6)
-        .map(|i| engine.submit(long(i)).expect("submit"))
-        .collect();
-    let total: usize = generations.into_iter().map(|g| collect(g).0.len()).sum();
-    let aggregate = total as f64 / start.elapsed().as_secs_f64();
-    println!("decode, 4 streams: {aggregate:.0} tokens/s aggregate (prefill included)");
-}
-
-/// Tokens after the first and the seconds they took, so prefill is not counted.
-fn decode_timed(mut generation: Generation) -> (usize, f64) {
-    let mut first = None;
-    let mut tokens = 0;
-    while let Some(GenerateEvent::Tokens(t)) = generation.events.blocking_recv() {
-        if first.is_none() {
-            first = Some(Instant::now());
-        } else {
-            tokens += t.len();
-        }
-    }
-    (tokens, first.map_or(0.0, |f| f.elapsed().as_secs_f64()))
 }
 
 trait TapPrompt {
