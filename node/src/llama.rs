@@ -86,6 +86,8 @@ impl LlamaEngine {
                 id: model_id_from_path(&config.model_path),
                 ctx: config.ctx,
                 slots: config.slots,
+                // The engine does not hash the file; whoever announces the model may.
+                sha256: String::new(),
             },
         };
         let (jobs, job_rx) = std_mpsc::channel();

@@ -18,6 +18,7 @@ fn engine(slots: u32, ctx: u32, costs: FakeCosts) -> FakeEngine {
             id: "fake".into(),
             ctx,
             slots,
+            sha256: String::new(),
         },
         costs,
     )
