@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use superfluid_head::server::HeadConfig;
-use superfluid_link::{allow_only, Identity};
+use superfluid_link::{allow_only, digest::sha256_file, Identity};
 use superfluid_node::agent::{self, AgentConfig};
 use superfluid_node::llama::{LlamaConfig, LlamaEngine};
 use superfluid_node::Engine;
@@ -102,6 +102,7 @@ async fn serve(config: Config) -> Result<()> {
             models: vec![config.model.clone()],
             identity: head_identity,
             authorizer: allow_only([node_identity.fingerprint()]),
+            membership: None,
         },
     )
     .await?;
@@ -117,11 +118,19 @@ async fn serve(config: Config) -> Result<()> {
         },
     )?;
     let model_id = engine.info().model.id.clone();
+    let model_path = config.model.clone();
+    let model_sha256 = tokio::task::spawn_blocking(move || sha256_file(&model_path))
+        .await
+        .context("hashing the model file")?
+        .with_context(|| format!("reading {} to hash it", config.model.display()))?;
     let agent = AgentConfig {
-        head_addr: head.link_addr,
+        head_addrs: vec![head.link_addr],
         head_fingerprint: head.fingerprint,
         identity: node_identity,
         name: "local".into(),
+        join_token: None,
+        model_sha256: Some(model_sha256),
+        credential_dir: None,
     };
     let mut node = tokio::spawn(agent::run(Arc::new(engine), agent));
 

@@ -9,11 +9,17 @@
 //! The API of [`Fleet`], [`FleetError`] and [`RemoteGeneration`] is the
 //! contract the HTTP layer relies on.
 
+mod admin;
 pub mod listen;
+mod models;
 mod registry;
 
+pub use admin::Revoked;
 pub use listen::{listen, LinkListenConfig, LinkListener};
-pub use registry::NodeSnapshot;
+pub use registry::{NodeSnapshot, NodeState};
+
+use crate::membership::{Membership, MembershipError};
+use superfluid_proto::ModelDescription;
 
 use registry::{InFlight, Registry};
 use std::sync::Arc;
@@ -41,12 +47,36 @@ pub enum FleetError {
         /// What the transport said.
         reason: String,
     },
+    /// No connected (or, for revoke, enrolled) node has this id, name or key.
+    #[error("no node {node:?} in the fleet; list the nodes with `superfluid fleet nodes` and name one by its id, name or key fingerprint")]
+    UnknownNode {
+        /// What was asked for.
+        node: String,
+    },
+    /// A name matches several connected nodes.
+    #[error("{node:?} names {count} connected nodes; name one by its id ({ids})")]
+    Ambiguous {
+        /// The name asked for.
+        node: String,
+        /// How many nodes have it.
+        count: usize,
+        /// Their ids, comma-separated.
+        ids: String,
+    },
+    /// The head runs without membership (`superfluid serve`), so nodes cannot be revoked.
+    #[error("this head runs without fleet membership (as `superfluid serve` does); revoking needs a head started with a data dir")]
+    NoMembership,
+    /// The membership files could not be updated.
+    #[error(transparent)]
+    Membership(#[from] MembershipError),
 }
 
 /// The connected nodes. Cheap to clone; all clones share one registry.
 #[derive(Debug, Clone, Default)]
 pub struct Fleet {
     inner: Arc<Registry>,
+    membership: Option<Membership>,
+    models: Arc<Vec<ModelDescription>>,
 }
 
 impl Fleet {
@@ -55,14 +85,39 @@ impl Fleet {
         Self::default()
     }
 
+    /// This fleet admits nodes through `membership`: tokens on first join,
+    /// enrolled keys after, revoked keys never, one connection per key.
+    pub fn with_membership(mut self, membership: Membership) -> Self {
+        self.membership = Some(membership);
+        self
+    }
+
+    /// The head's own models, with their files' sha256. Generations go only
+    /// to nodes whose model id and sha256 match one of these. Without this
+    /// call every node's models are routed as they are.
+    pub fn with_models(mut self, models: Vec<ModelDescription>) -> Self {
+        self.models = Arc::new(models);
+        self
+    }
+
+    /// The membership, if this fleet has one.
+    pub fn membership(&self) -> Option<&Membership> {
+        self.membership.as_ref()
+    }
+
+    /// The head's own models, as given to [`Fleet::with_models`].
+    pub fn models(&self) -> &[ModelDescription] {
+        &self.models
+    }
+
     /// The tokens one sequence may hold on the nodes serving `model`
     /// (the smallest among them), or `None` while no node serves it.
     pub fn context_len(&self, model: &str) -> Option<u32> {
         self.inner.context_len(model)
     }
 
-    /// The connected nodes, in the order they joined, with their load and
-    /// how many generations each has served.
+    /// The connected nodes, in the order they joined, with their load, how
+    /// many generations each has served, state and eligibility.
     pub fn nodes(&self) -> Vec<NodeSnapshot> {
         self.inner.snapshot()
     }

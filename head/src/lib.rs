@@ -8,10 +8,13 @@
 //!   place errors become HTTP responses.
 //! - [`fleet`]: the registry of connected nodes, the Link F listener, and
 //!   dispatch of one generation to one node.
+//! - [`membership`]: the fleet key, join tokens, enrolled and revoked node
+//!   keys, persisted in the head's data dir.
 //! - [`server`]: starting a head: codecs, Link F listener, HTTP.
 #![forbid(unsafe_code)]
 
 pub mod api;
 pub mod codec;
 pub mod fleet;
+pub mod membership;
 pub mod server;

@@ -6,13 +6,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use llama_cpp_2::llama_backend::LlamaBackend;
-use superfluid_link::{Authorizer, Fingerprint, Identity, LinkError};
+use superfluid_link::{allow_any, digest::sha256_file, Authorizer, Fingerprint, Identity, LinkError};
+use superfluid_proto::{model_id_from_path, ModelDescription};
 use tokio::task::JoinHandle;
 
 use crate::api::{router, AppState};
 use crate::codec::{Catalog, CodecError};
 use crate::fleet::Fleet;
 use crate::fleet::{listen, LinkListenConfig, LinkListener};
+use crate::membership::Membership;
 
 /// What a head needs to start.
 pub struct HeadConfig {
@@ -22,10 +24,35 @@ pub struct HeadConfig {
     pub link: SocketAddr,
     /// The GGUF files of the models the fleet serves.
     pub models: Vec<PathBuf>,
-    /// The head's key; nodes pin its fingerprint.
+    /// The head's key; nodes pin its fingerprint. With membership this must
+    /// be [`Membership::identity`] (see [`HeadConfig::with_membership`]).
     pub identity: Identity,
-    /// Which node keys may connect.
+    /// Which node keys pass the TLS handshake ([`superfluid_link::allow_any`]
+    /// with membership: the hello decides).
     pub authorizer: Authorizer,
+    /// Join tokens, enrolled and revoked keys; `None` for `superfluid serve`,
+    /// whose one node is authorized by key alone.
+    pub membership: Option<Membership>,
+}
+
+impl HeadConfig {
+    /// A head of the fleet in `membership`: its fleet key is the Link F key,
+    /// any node key passes TLS, and the hello admits or refuses.
+    pub fn with_membership(
+        http: SocketAddr,
+        link: SocketAddr,
+        models: Vec<PathBuf>,
+        membership: Membership,
+    ) -> HeadConfig {
+        HeadConfig {
+            http,
+            link,
+            models,
+            identity: membership.identity(),
+            authorizer: allow_any(),
+            membership: Some(membership),
+        }
+    }
 }
 
 /// Why a head could not start.
@@ -37,6 +64,15 @@ pub enum HeadError {
     /// The Link F endpoint could not be set up.
     #[error(transparent)]
     Link(#[from] LinkError),
+    /// A model file could not be read to compute its sha256.
+    #[error("could not read model file {path} to hash it: {source}; check the path and its permissions")]
+    ModelHash {
+        /// The model file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
     /// The HTTP address could not be bound.
     #[error("could not listen for HTTP on {addr}: {source}; is another server using that port? pass --http with another address")]
     Http {
@@ -75,8 +111,12 @@ impl RunningHead {
 
 /// Loads the codecs, binds Link F and HTTP, and serves in the background.
 pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<RunningHead, HeadError> {
+    let hashes = hash_models(config.models.clone()).await?;
     let catalog = Arc::new(Catalog::load(backend, config.models)?);
-    let fleet = Fleet::new();
+    let mut fleet = Fleet::new().with_models(hashes);
+    if let Some(membership) = config.membership {
+        fleet = fleet.with_membership(membership);
+    }
     let fingerprint = config.identity.fingerprint();
     let link = listen(
         fleet.clone(),
@@ -112,4 +152,31 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         http,
         link,
     })
+}
+
+/// The head's models as nodes must match them: id and file sha256.
+async fn hash_models(paths: Vec<PathBuf>) -> Result<Vec<ModelDescription>, HeadError> {
+    let hashed = tokio::task::spawn_blocking(move || {
+        paths
+            .iter()
+            .map(|path| {
+                let sha256 = sha256_file(path).map_err(|source| HeadError::ModelHash {
+                    path: path.clone(),
+                    source,
+                })?;
+                tracing::info!(model = %path.display(), %sha256, "hashed model file");
+                Ok(ModelDescription {
+                    id: model_id_from_path(path),
+                    ctx: 0,
+                    slots: 0,
+                    sha256,
+                })
+            })
+            .collect::<Result<Vec<_>, HeadError>>()
+    })
+    .await;
+    hashed.map_err(|e| HeadError::ModelHash {
+        path: PathBuf::new(),
+        source: std::io::Error::other(e.to_string()),
+    })?
 }

@@ -7,11 +7,13 @@
 use crate::LinkError;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
+use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 use std::{
     fmt,
     io::Write,
     path::{Path, PathBuf},
     str::FromStr,
+    sync::Arc,
 };
 
 /// The DER prefix of an ed25519 SubjectPublicKeyInfo (RFC 8410), before the 32 key bytes.
@@ -72,6 +74,8 @@ impl FromStr for Fingerprint {
 /// An ed25519 key pair with its self-signed certificate. Cheap to clone.
 #[derive(Clone)]
 pub struct Identity {
+    signer: Arc<Ed25519KeyPair>,
+    public: [u8; 32],
     pkcs8: Vec<u8>,
     pem: String,
     cert: CertificateDer<'static>,
@@ -156,6 +160,21 @@ impl Identity {
         self.fingerprint
     }
 
+    /// The raw 32-byte ed25519 public key.
+    pub fn public_key(&self) -> &[u8; 32] {
+        &self.public
+    }
+
+    /// An ed25519 signature (64 bytes) of `message` by this key.
+    pub fn sign(&self, message: &[u8]) -> Vec<u8> {
+        self.signer.sign(message).as_ref().to_vec()
+    }
+
+    /// Whether `signature` is this identity's signature of `message`.
+    pub fn verify(&self, message: &[u8], signature: &[u8]) -> bool {
+        verify_signature(&self.public, message, signature)
+    }
+
     /// The self-signed certificate presented in TLS.
     pub fn certificate(&self) -> CertificateDer<'static> {
         self.cert.clone()
@@ -198,13 +217,39 @@ impl Identity {
             .distinguished_name
             .push(rcgen::DnType::CommonName, "superfluid");
         let cert = params.self_signed(key).map_err(LinkError::Generate)?;
+        let pkcs8 = key.serialize_der();
+        let signer = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&pkcs8).map_err(|e| {
+            LinkError::BadKey {
+                path: PathBuf::from("<memory>"),
+                reason: e.to_string(),
+            }
+        })?;
+        let public: [u8; 32] =
+            signer
+                .public_key()
+                .as_ref()
+                .try_into()
+                .map_err(|_| LinkError::BadKey {
+                    path: PathBuf::from("<memory>"),
+                    reason: "the public key is not 32 bytes".into(),
+                })?;
         Ok(Self {
-            pkcs8: key.serialize_der(),
+            signer: Arc::new(signer),
+            public,
+            pkcs8,
             pem: key.serialize_pem(),
             cert: cert.der().clone(),
             fingerprint: Fingerprint::of_public_key(key.public_key_raw()),
         })
     }
+}
+
+/// Whether `signature` is a valid ed25519 signature of `message` by the raw
+/// 32-byte `public_key`. Any malformed input is simply `false`.
+pub fn verify_signature(public_key: &[u8], message: &[u8], signature: &[u8]) -> bool {
+    UnparsedPublicKey::new(&ED25519, public_key)
+        .verify(message, signature)
+        .is_ok()
 }
 
 #[cfg(test)]

@@ -7,16 +7,21 @@
 //! - [`endpoint`]: quinn endpoints for the head ([`server_endpoint`]) and the
 //!   node ([`client_endpoint`], [`connect`]), and [`peer_fingerprint`].
 //! - [`control`]: heartbeat interval, close/reset codes, handshake wording.
+//! - [`token`]: join tokens, signed by the fleet key ([`token::mint`],
+//!   [`token::parse`], [`token::verify`]).
+//! - [`digest`]: the sha256 of a file, as model hashes are compared.
 //! - [`stream`]: one frame at a time on quinn streams ([`write_frame`],
 //!   [`read_frame`]).
 #![forbid(unsafe_code)]
 
 pub mod control;
+pub mod digest;
 pub mod endpoint;
 pub mod error;
 pub mod identity;
 pub mod stream;
 pub mod tls;
+pub mod token;
 
 pub use endpoint::{
     client_endpoint, connect, peer_fingerprint, server_endpoint, transport_config, SERVER_NAME,
@@ -24,7 +29,8 @@ pub use endpoint::{
 pub use error::LinkError;
 pub use identity::{Fingerprint, Identity};
 pub use stream::{read_frame, write_frame};
-pub use tls::{allow_only, Authorizer};
+pub use tls::{allow_any, allow_only, Authorizer};
+pub use token::TokenError;
 
 /// Re-exported so users of this crate name the same quinn types.
 pub use quinn;

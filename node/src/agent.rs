@@ -8,8 +8,8 @@
 
 mod serve;
 
-use crate::engine::Engine;
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use crate::{credential::Credential, engine::Engine};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use superfluid_link::{
     client_endpoint, connect,
     control::{HEARTBEAT_INTERVAL, HELLO_TIMEOUT},
@@ -21,14 +21,23 @@ use superfluid_proto::{ControlMsg, HeadReply, NodeHello, PROTOCOL_VERSION};
 /// Where the head is and who this node is.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// The head's Link F (UDP) address.
-    pub head_addr: SocketAddr,
+    /// The head's Link F (UDP) addresses, tried in order on each attempt.
+    pub head_addrs: Vec<SocketAddr>,
     /// The head's key fingerprint; any other server key is refused.
     pub head_fingerprint: Fingerprint,
-    /// This node's identity; the head must authorize its fingerprint.
+    /// This node's identity; the head must authorize or enrol its fingerprint.
     pub identity: Identity,
     /// A human name for the head's logs and listings.
     pub name: String,
+    /// A join token, presented in the hello until the head first welcomes
+    /// this node; after that the node's key is enrolled and none is sent.
+    pub join_token: Option<String>,
+    /// The sha256 (hex) of the model file, told to the head in the hello
+    /// when the engine does not know it (see [`superfluid_link::digest`]).
+    pub model_sha256: Option<String>,
+    /// Where to save the [`Credential`] (`node.json`) once the head has
+    /// welcomed this node with its join token.
+    pub credential_dir: Option<PathBuf>,
 }
 
 /// Why the agent could not run at all. Connection problems are not errors:
@@ -38,6 +47,18 @@ pub enum AgentError {
     /// The local QUIC endpoint could not be created.
     #[error("could not set up the node's Link F endpoint: {0}")]
     Setup(#[source] LinkError),
+    /// No head address was given.
+    #[error("no head address to dial; pass the head's Link F address or join with a token that names it")]
+    NoHeadAddress,
+    /// The head refused the join token; retrying with it cannot succeed.
+    #[error("the head refused to let this node join: {reason}")]
+    Refused {
+        /// The head's reason, which says what to do.
+        reason: String,
+    },
+    /// The head welcomed the node but its credential could not be saved.
+    #[error("joined the fleet but could not save the credential: {0}")]
+    Credential(#[source] crate::credential::CredentialError),
 }
 
 /// The shortest and longest wait between connection attempts.
@@ -45,33 +66,96 @@ const BACKOFF_MIN: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
 
 /// Serves `engine` to the head described by `config`, reconnecting forever.
-/// Returns only if the local endpoint cannot be set up.
+/// Returns only if the local endpoint cannot be set up, or the head refuses
+/// the join token (which retrying cannot fix).
 pub async fn run(engine: Arc<dyn Engine>, config: AgentConfig) -> Result<(), AgentError> {
-    let endpoint = client_endpoint(config.head_addr, &config.identity, config.head_fingerprint)
-        .map_err(AgentError::Setup)?;
-    tracing::info!(head = %config.head_addr, pinned = %config.head_fingerprint, fingerprint = %config.identity.fingerprint(), "node agent starting");
+    let endpoints = Endpoints::new(&config)?;
+    tracing::info!(heads = ?config.head_addrs, pinned = %config.head_fingerprint, fingerprint = %config.identity.fingerprint(), joining = config.join_token.is_some(), "node agent starting");
+    let mut token = config.join_token.clone();
     let mut failures: u32 = 0;
     loop {
-        let end = session(&engine, &config, &endpoint).await;
+        let end = session(&engine, &config, &endpoints, token.as_deref()).await;
         if end.welcomed {
             failures = 0;
+            if token.take().is_some() {
+                save_credential(&config)?;
+            }
         }
         failures = failures.saturating_add(1);
         let delay = backoff(failures);
+        let head = end.addr.map(|a| a.to_string()).unwrap_or_default();
         match &end.why {
+            Ended::Refused(reason) if token.is_some() => {
+                return Err(AgentError::Refused {
+                    reason: reason.clone(),
+                })
+            }
             Ended::Refused(reason) => {
-                tracing::warn!(head = %config.head_addr, %reason, retry_in = ?delay, "the head refused this node")
+                tracing::warn!(%head, %reason, retry_in = ?delay, "the head refused this node")
             }
             Ended::Lost(e) if end.welcomed => {
-                tracing::warn!(head = %config.head_addr, error = %e, retry_in = ?delay, "lost the connection to the head")
+                tracing::warn!(%head, error = %e, retry_in = ?delay, "lost the connection to the head")
             }
             Ended::Lost(e) => tracing::warn!(
-                head = %config.head_addr, error = %e, attempt = failures, retry_in = ?delay,
+                heads = ?config.head_addrs, error = %e, attempt = failures, retry_in = ?delay,
                 "could not join the head; check the address, that the head's fingerprint is {} and that it authorizes this node's {}",
                 config.head_fingerprint, config.identity.fingerprint()
             ),
         }
         tokio::time::sleep(delay).await;
+    }
+}
+
+/// Writes `node.json` after the first welcome, if a credential dir is set.
+fn save_credential(config: &AgentConfig) -> Result<(), AgentError> {
+    let (Some(dir), Some(text)) = (&config.credential_dir, &config.join_token) else {
+        return Ok(());
+    };
+    let fleet_id = superfluid_link::token::parse(text)
+        .map(|c| c.fleet_id)
+        .unwrap_or_default();
+    let credential = Credential {
+        fleet_id,
+        head_fingerprint: config.head_fingerprint,
+        head_addrs: config.head_addrs.clone(),
+        name: config.name.clone(),
+    };
+    credential.save(dir).map_err(AgentError::Credential)?;
+    tracing::info!(dir = %dir.display(), "saved the fleet credential; this node reconnects with its key from now on");
+    Ok(())
+}
+
+/// One client endpoint per address family the head addresses use.
+struct Endpoints {
+    v4: Option<quinn::Endpoint>,
+    v6: Option<quinn::Endpoint>,
+}
+
+impl Endpoints {
+    fn new(config: &AgentConfig) -> Result<Endpoints, AgentError> {
+        if config.head_addrs.is_empty() {
+            return Err(AgentError::NoHeadAddress);
+        }
+        let make = |want_v6: bool| -> Result<Option<quinn::Endpoint>, AgentError> {
+            match config.head_addrs.iter().find(|a| a.is_ipv6() == want_v6) {
+                None => Ok(None),
+                Some(addr) => client_endpoint(*addr, &config.identity, config.head_fingerprint)
+                    .map(Some)
+                    .map_err(AgentError::Setup),
+            }
+        };
+        Ok(Endpoints {
+            v4: make(false)?,
+            v6: make(true)?,
+        })
+    }
+
+    fn for_addr(&self, addr: &SocketAddr) -> Option<&quinn::Endpoint> {
+        if addr.is_ipv6() {
+            self.v6.as_ref()
+        } else {
+            self.v4.as_ref()
+        }
     }
 }
 
@@ -103,28 +187,59 @@ enum Ended {
 
 struct SessionEnd {
     welcomed: bool,
+    addr: Option<SocketAddr>,
     why: Ended,
+}
+
+/// Dials the head addresses in order; the first that completes a handshake.
+async fn dial(
+    config: &AgentConfig,
+    endpoints: &Endpoints,
+) -> Result<(quinn::Connection, SocketAddr), LinkError> {
+    let mut last = None;
+    for addr in &config.head_addrs {
+        let Some(endpoint) = endpoints.for_addr(addr) else {
+            continue;
+        };
+        match connect(endpoint, *addr).await {
+            Ok(conn) => return Ok((conn, *addr)),
+            Err(e) => {
+                tracing::debug!(head = %addr, error = %e, "could not reach the head at this address");
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.unwrap_or(LinkError::NoPeerIdentity))
 }
 
 /// One connection: hello, then serve streams until the connection ends.
 async fn session(
     engine: &Arc<dyn Engine>,
     config: &AgentConfig,
-    endpoint: &quinn::Endpoint,
+    endpoints: &Endpoints,
+    join_token: Option<&str>,
 ) -> SessionEnd {
+    let (conn, addr) = match dial(config, endpoints).await {
+        Ok(found) => found,
+        Err(e) => {
+            return SessionEnd {
+                welcomed: false,
+                addr: None,
+                why: Ended::Lost(e),
+            }
+        }
+    };
     let lost = |e| SessionEnd {
         welcomed: false,
+        addr: Some(addr),
         why: Ended::Lost(e),
     };
-    let conn = match connect(endpoint, config.head_addr).await {
-        Ok(conn) => conn,
-        Err(e) => return lost(e),
-    };
-    let (send, recv) = match hello(&conn, engine, config).await {
+    let (send, recv) = match hello(&conn, engine, config, addr, join_token).await {
         Ok(Ok(streams)) => streams,
         Ok(Err(reason)) => {
             return SessionEnd {
                 welcomed: false,
+                addr: Some(addr),
                 why: Ended::Refused(reason),
             }
         }
@@ -150,6 +265,7 @@ async fn session(
     control.abort();
     SessionEnd {
         welcomed: true,
+        addr: Some(addr),
         why: Ended::Lost(error),
     }
 }
@@ -159,12 +275,19 @@ async fn hello(
     conn: &quinn::Connection,
     engine: &Arc<dyn Engine>,
     config: &AgentConfig,
+    addr: SocketAddr,
+    join_token: Option<&str>,
 ) -> Result<Result<(SendStream, RecvStream), String>, LinkError> {
     let (mut send, mut recv) = conn.open_bi().await.map_err(LinkError::Connection)?;
+    let mut model = engine.info().model.clone();
+    if let Some(sha256) = config.model_sha256.as_ref().filter(|_| model.sha256.is_empty()) {
+        model.sha256 = sha256.clone();
+    }
     let hello = NodeHello {
         version: PROTOCOL_VERSION,
         name: config.name.clone(),
-        models: vec![engine.info().model.clone()],
+        models: vec![model],
+        join_token: join_token.map(str::to_owned),
     };
     write_frame(&mut send, &hello).await?;
     let reply = match tokio::time::timeout(HELLO_TIMEOUT, read_frame::<HeadReply>(&mut recv)).await
@@ -174,7 +297,7 @@ async fn hello(
     };
     match reply {
         Ok(Some(HeadReply::Welcome { version, node_id })) => {
-            tracing::info!(head = %config.head_addr, %node_id, head_version = version, model = %hello.models[0].id, "joined the fleet");
+            tracing::info!(head = %addr, %node_id, head_version = version, model = %hello.models[0].id, "joined the fleet");
             Ok(Ok((send, recv)))
         }
         Ok(Some(HeadReply::Refused { reason })) => {

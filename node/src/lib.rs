@@ -7,6 +7,7 @@
 //! stream by submitting it to the engine.
 
 pub mod agent;
+pub mod credential;
 pub mod engine;
 pub mod fake;
 pub mod llama;

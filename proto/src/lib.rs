@@ -14,9 +14,11 @@
 
 pub mod frame;
 pub mod messages;
+pub mod token;
 
 pub use frame::{decode, encode, FrameError, FrameReader, LEN_PREFIX, MAX_FRAME};
 pub use messages::*;
+pub use token::JoinClaims;
 
 /// The Link F protocol version spoken by this build. Peers with another
 /// version are refused with a message that names both.

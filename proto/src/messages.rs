@@ -14,6 +14,10 @@ pub struct ModelDescription {
     pub ctx: u32,
     /// Sequences the node runs at once for this model.
     pub slots: u32,
+    /// The sha256 of the GGUF file's content as lowercase hex; empty if unknown.
+    /// The head routes only to nodes whose file matches its own.
+    #[serde(default)]
+    pub sha256: String,
 }
 
 /// What a node says about itself when it connects.
@@ -25,6 +29,10 @@ pub struct NodeHello {
     pub name: String,
     /// Models this node serves.
     pub models: Vec<ModelDescription>,
+    /// The whole join token text, sent only when joining the fleet for the
+    /// first time; an enrolled node sends `None`.
+    #[serde(default)]
+    pub join_token: Option<String>,
 }
 
 /// The head's answer to a [`NodeHello`].

@@ -44,7 +44,9 @@ async fn app_with_node(ctx: u32) -> Router {
             id: MODEL.into(),
             ctx,
             slots: 1,
+            sha256: String::new(),
         }],
+        join_token: None,
     };
     write_frame(&mut send, &hello).await.unwrap();
     let _reply: Option<superfluid_proto::HeadReply> = read_frame(&mut recv).await.unwrap();

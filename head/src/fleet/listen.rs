@@ -1,7 +1,11 @@
 //! The Link F listener: accepts nodes, runs the hello handshake, keeps each
 //! node registered while its connection lives.
 
-use super::{registry::Joining, Fleet};
+use super::{
+    registry::{Joining, NodeEntry},
+    Fleet,
+};
+use crate::membership::{now_unix, Refusal};
 use std::{net::SocketAddr, time::Duration};
 use superfluid_link::{
     control::{
@@ -22,7 +26,9 @@ pub struct LinkListenConfig {
     pub addr: SocketAddr,
     /// The head's identity; nodes pin its fingerprint.
     pub identity: Identity,
-    /// Which node keys may connect.
+    /// Which node keys may pass the TLS handshake. With membership (see
+    /// [`Fleet::with_membership`]) use [`superfluid_link::allow_any`]: the
+    /// hello decides.
     pub authorizer: Authorizer,
 }
 
@@ -85,7 +91,7 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
             return;
         }
     };
-    let (joining, mut send, recv) = match hello(&conn).await {
+    let (joining, mut send, recv) = match hello(&fleet, &conn).await {
         Ok(Some(parts)) => parts,
         Ok(None) => return,
         Err(reason) => {
@@ -95,24 +101,48 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
         }
     };
     let node_id = fleet.registry().next_node_id();
+    let name = joining.name.clone();
+    let fingerprint = joining.fingerprint;
+    let models: Vec<String> = joining
+        .models
+        .iter()
+        .map(|m| format!("{} (ctx {}, {} slots)", m.id, m.ctx, m.slots))
+        .collect();
+    let unique = fleet.membership().is_some();
+    let entry = match fleet
+        .registry()
+        .register(node_id.clone(), joining, fleet.models(), unique)
+    {
+        Ok(entry) => entry,
+        Err(taken) => {
+            let refusal = Refusal::Duplicate {
+                fingerprint,
+                node_id: taken.node_id,
+                name: taken.name,
+            };
+            if let Some(m) = fleet.membership() {
+                m.record_refusal(&refusal);
+            }
+            tracing::warn!(node = %name, %fingerprint, %from, reason = refusal.label(), %refusal, "refused a node");
+            refuse(&conn, send, refusal.to_string()).await;
+            return;
+        }
+    };
     let welcome = HeadReply::Welcome {
         version: PROTOCOL_VERSION,
         node_id: node_id.clone(),
     };
     if let Err(e) = write_frame(&mut send, &welcome).await {
         tracing::warn!(%from, error = %e, "could not welcome a node");
+        fleet.registry().remove(&node_id);
         return;
     }
-    let name = joining.name.clone();
-    let models: Vec<String> = joining
-        .models
-        .iter()
-        .map(|m| format!("{} (ctx {}, {} slots)", m.id, m.ctx, m.slots))
-        .collect();
-    fleet.registry().register(node_id.clone(), joining);
+    if let Some(reason) = &entry.ineligible {
+        tracing::warn!(node = %name, %node_id, %reason, "node joined but gets no work for some models");
+    }
     tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
     let heartbeat = tokio::spawn(heartbeats(send));
-    let reason = control_loop(&conn, recv).await;
+    let reason = control_loop(&conn, recv, &entry).await;
     heartbeat.abort();
     fleet.registry().remove(&node_id);
     tracing::info!(node = %name, %node_id, %reason, "node left");
@@ -121,7 +151,7 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
 type Hello = (Joining, SendStream, RecvStream);
 
 /// Reads the node's hello. `Ok(None)`: refused and closed; `Err`: protocol violation to close with.
-async fn hello(conn: &quinn::Connection) -> Result<Option<Hello>, String> {
+async fn hello(fleet: &Fleet, conn: &quinn::Connection) -> Result<Option<Hello>, String> {
     let fingerprint = peer_fingerprint(conn).map_err(|e| e.to_string())?;
     let (send, mut recv) = tokio::time::timeout(HELLO_TIMEOUT, conn.accept_bi())
         .await
@@ -139,11 +169,30 @@ async fn hello(conn: &quinn::Connection) -> Result<Option<Hello>, String> {
         refuse(conn, send, reason).await;
         return Ok(None);
     }
+    let labels = match fleet.membership() {
+        None => Vec::new(),
+        Some(membership) => {
+            let admitted = membership.admit(
+                &fingerprint,
+                &hello.name,
+                hello.join_token.as_deref(),
+                now_unix(),
+            );
+            match admitted {
+                Ok(enrolment) => enrolment.labels,
+                Err(refusal) => {
+                    refuse(conn, send, refusal.to_string()).await;
+                    return Ok(None);
+                }
+            }
+        }
+    };
     let joining = Joining {
         name: hello.name,
         fingerprint,
         models: hello.models,
         connection: conn.clone(),
+        labels,
     };
     Ok(Some((joining, send, recv)))
 }
@@ -179,10 +228,14 @@ async fn heartbeats(mut send: SendStream) {
 }
 
 /// Reads control messages until the connection ends; returns why it ended.
-async fn control_loop(conn: &quinn::Connection, mut recv: RecvStream) -> String {
+async fn control_loop(
+    conn: &quinn::Connection,
+    mut recv: RecvStream,
+    entry: &NodeEntry,
+) -> String {
     loop {
         match read_frame::<ControlMsg>(&mut recv).await {
-            Ok(Some(ControlMsg::Heartbeat)) => {}
+            Ok(Some(ControlMsg::Heartbeat)) => entry.heartbeat(),
             Ok(None) => {
                 conn.close(CLOSE_NORMAL, b"the node ended its control stream");
                 return "the node ended its control stream".into();

@@ -3,13 +3,32 @@
 use std::{
     net::SocketAddr,
     sync::{
-        atomic::{AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
         Arc, Mutex, MutexGuard,
     },
-    time::SystemTime,
+    time::{Duration, SystemTime},
 };
 use superfluid_link::Fingerprint;
 use superfluid_proto::ModelDescription;
+
+/// Whether a node takes new work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeState {
+    /// Connected and taking new generations.
+    Up,
+    /// Connected; running generations finish, no new ones are sent.
+    Draining,
+}
+
+impl NodeState {
+    /// `up` or `draining`, as listings print it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NodeState::Up => "up",
+            NodeState::Draining => "draining",
+        }
+    }
+}
 
 /// A connected node as listings show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +49,19 @@ pub struct NodeSnapshot {
     pub in_flight: u32,
     /// Generations it finished since it connected.
     pub served: u64,
+    /// Up or draining.
+    pub state: NodeState,
+    /// When the node's last heartbeat (or its hello) arrived.
+    pub last_heartbeat: SystemTime,
+    /// Sequences it runs at once (the sum over its models).
+    pub slots: u32,
+    /// Tokens per sequence (the smallest over its models).
+    pub ctx: u32,
+    /// Labels from the join token it enrolled with.
+    pub labels: Vec<(String, String)>,
+    /// Why some or all of its models get no work (their file differs from
+    /// the head's, or the head does not serve them); `None` if all do.
+    pub ineligible: Option<String>,
 }
 
 /// One connected node.
@@ -42,12 +74,36 @@ pub(crate) struct NodeEntry {
     pub(crate) models: Vec<ModelDescription>,
     pub(crate) connected_since: SystemTime,
     pub(crate) connection: quinn::Connection,
+    pub(crate) labels: Vec<(String, String)>,
+    /// Model ids the head routes to this node (id and file match the head's).
+    eligible: Vec<String>,
+    pub(crate) ineligible: Option<String>,
+    draining: AtomicBool,
+    /// Milliseconds since the Unix epoch of the last heartbeat.
+    last_heartbeat_ms: AtomicU64,
     in_flight: AtomicU32,
     served: AtomicU64,
 }
 
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 impl NodeEntry {
-    fn snapshot(&self) -> NodeSnapshot {
+    /// Records a heartbeat from the node now.
+    pub(crate) fn heartbeat(&self) {
+        self.last_heartbeat_ms
+            .store(unix_ms(SystemTime::now()), Ordering::Relaxed);
+    }
+
+    /// Stops (or resumes) sending new generations to this node.
+    pub(crate) fn set_draining(&self, draining: bool) {
+        self.draining.store(draining, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> NodeSnapshot {
         NodeSnapshot {
             node_id: self.node_id.clone(),
             name: self.name.clone(),
@@ -57,10 +113,25 @@ impl NodeEntry {
             connected_since: self.connected_since,
             in_flight: self.in_flight.load(Ordering::Relaxed),
             served: self.served.load(Ordering::Relaxed),
+            state: if self.draining.load(Ordering::Relaxed) {
+                NodeState::Draining
+            } else {
+                NodeState::Up
+            },
+            last_heartbeat: SystemTime::UNIX_EPOCH
+                + Duration::from_millis(self.last_heartbeat_ms.load(Ordering::Relaxed)),
+            slots: self.models.iter().map(|m| m.slots).sum(),
+            ctx: self.models.iter().map(|m| m.ctx).min().unwrap_or(0),
+            labels: self.labels.clone(),
+            ineligible: self.ineligible.clone(),
         }
     }
 
+    /// Slots for `model` if the head may route it here now.
     fn slots_for(&self, model: &str) -> Option<u32> {
+        if self.draining.load(Ordering::Relaxed) || !self.eligible.iter().any(|m| m == model) {
+            return None;
+        }
         self.models
             .iter()
             .find(|m| m.id == model)
@@ -99,6 +170,14 @@ pub(crate) struct Joining {
     pub(crate) fingerprint: Fingerprint,
     pub(crate) models: Vec<ModelDescription>,
     pub(crate) connection: quinn::Connection,
+    pub(crate) labels: Vec<(String, String)>,
+}
+
+/// Another live connection holds the key a joining node presents.
+#[derive(Debug)]
+pub(crate) struct Taken {
+    pub(crate) node_id: String,
+    pub(crate) name: String,
 }
 
 /// All connected nodes.
@@ -121,22 +200,46 @@ impl Registry {
         format!("node-{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
-    /// Adds a node. An older connection from the same key and name is closed
-    /// and removed: it is the same node reconnecting before its old
-    /// connection timed out.
-    pub(crate) fn register(&self, node_id: String, joining: Joining) -> Arc<NodeEntry> {
+    /// Adds a node whose models are checked against `expected` (see
+    /// `fleet/models.rs`). With `unique`, a live connection with the same key
+    /// makes this one [`Taken`]; without, an older connection from the same
+    /// key and name is closed and replaced: the same node reconnecting before
+    /// its old connection timed out.
+    pub(crate) fn register(
+        &self,
+        node_id: String,
+        joining: Joining,
+        expected: &[ModelDescription],
+        unique: bool,
+    ) -> Result<Arc<NodeEntry>, Taken> {
+        let (eligible, ineligible) = super::models::eligibility(&joining.models, expected);
+        let now = SystemTime::now();
         let entry = Arc::new(NodeEntry {
             node_id,
             name: joining.name,
             fingerprint: joining.fingerprint,
             address: joining.connection.remote_address(),
             models: joining.models,
-            connected_since: SystemTime::now(),
+            connected_since: now,
             connection: joining.connection,
+            labels: joining.labels,
+            eligible,
+            ineligible,
+            draining: AtomicBool::new(false),
+            last_heartbeat_ms: AtomicU64::new(unix_ms(now)),
             in_flight: AtomicU32::new(0),
             served: AtomicU64::new(0),
         });
         let mut nodes = self.lock();
+        if unique {
+            nodes.retain(|old| old.connection.close_reason().is_none());
+            if let Some(old) = nodes.iter().find(|o| o.fingerprint == entry.fingerprint) {
+                return Err(Taken {
+                    node_id: old.node_id.clone(),
+                    name: old.name.clone(),
+                });
+            }
+        }
         nodes.retain(|old| {
             let same = old.fingerprint == entry.fingerprint && old.name == entry.name;
             if same {
@@ -146,7 +249,29 @@ impl Registry {
             !same
         });
         nodes.push(entry.clone());
-        entry
+        Ok(entry)
+    }
+
+    /// The connected nodes whose id, name or key fingerprint is `node`.
+    pub(crate) fn find(&self, node: &str) -> Vec<Arc<NodeEntry>> {
+        let nodes = self.lock();
+        if let Some(n) = nodes.iter().find(|n| n.node_id == node) {
+            return vec![n.clone()];
+        }
+        nodes
+            .iter()
+            .filter(|n| n.name == node || n.fingerprint.to_string() == node)
+            .cloned()
+            .collect()
+    }
+
+    /// The connected nodes with this key.
+    pub(crate) fn with_key(&self, fingerprint: &Fingerprint) -> Vec<Arc<NodeEntry>> {
+        self.lock()
+            .iter()
+            .filter(|n| n.fingerprint == *fingerprint)
+            .cloned()
+            .collect()
     }
 
     /// Removes the node with this id, if still registered.
@@ -187,6 +312,7 @@ impl Registry {
     pub(crate) fn context_len(&self, model: &str) -> Option<u32> {
         self.lock()
             .iter()
+            .filter(|n| n.eligible.iter().any(|m| m == model))
             .flat_map(|n| n.models.iter())
             .filter(|m| m.id == model)
             .map(|m| m.ctx)

@@ -41,6 +41,7 @@ fn model(id: &str) -> ModelDescription {
         id: id.into(),
         ctx: 512,
         slots: 2,
+        sha256: String::new(),
     }
 }
 
@@ -78,6 +79,7 @@ async fn stub_node(
             version,
             name: name.into(),
             models,
+            join_token: None,
         },
     )
     .await

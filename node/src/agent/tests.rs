@@ -21,6 +21,7 @@ fn model() -> ModelDescription {
         id: "m".into(),
         ctx: 256,
         slots: 2,
+        sha256: String::new(),
     }
 }
 
@@ -79,10 +80,13 @@ fn head_stub() -> HeadStub {
     )
     .unwrap();
     let config = AgentConfig {
-        head_addr: endpoint.local_addr().unwrap(),
+        head_addrs: vec![endpoint.local_addr().unwrap()],
         head_fingerprint: head.fingerprint(),
         identity: node,
         name: "test-node".into(),
+        join_token: None,
+        model_sha256: None,
+        credential_dir: None,
     };
     HeadStub { endpoint, config }
 }
@@ -147,7 +151,8 @@ async fn agent_says_hello_and_serves_a_generation_from_the_fake_engine() {
         NodeHello {
             version: PROTOCOL_VERSION,
             name: "test-node".into(),
-            models: vec![model()]
+            models: vec![model()],
+            join_token: None,
         }
     );
 
