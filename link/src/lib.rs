@@ -16,6 +16,7 @@
 
 pub mod control;
 pub mod digest;
+pub mod discovery;
 pub mod endpoint;
 pub mod error;
 pub mod identity;
@@ -23,6 +24,7 @@ pub mod stream;
 pub mod tls;
 pub mod token;
 
+pub use discovery::{advertise, find_head, Advertisement, DiscoveryError};
 pub use endpoint::{
     client_endpoint, connect, peer_fingerprint, server_endpoint, transport_config, SERVER_NAME,
 };
