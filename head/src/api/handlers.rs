@@ -8,7 +8,7 @@ use super::types::CompletionRequest;
 use super::{ApiError, AppState};
 use crate::codec::ModelCodec;
 use axum::extract::State;
-use axum::http::{Method, Uri};
+use axum::http::{Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::Json;
 use serde_json::{json, Value};
@@ -78,8 +78,28 @@ pub async fn models(State(state): State<AppState>) -> Json<Value> {
 }
 
 /// `GET /health`.
-pub async fn health() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+///
+/// 200 `{"status":"ok"}` while every served model has a node; otherwise 503
+/// naming the models without one, so that load balancers and scripts wait
+/// for a node rather than send requests that would get 503 anyway.
+pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    let waiting: Vec<String> = state
+        .catalog
+        .ids()
+        .into_iter()
+        .filter(|id| state.fleet.context_len(id).is_none())
+        .collect();
+    if waiting.is_empty() {
+        return (StatusCode::OK, Json(json!({"status": "ok"})));
+    }
+    let message = format!(
+        "no node serves {} yet; start a node or wait for one to join",
+        waiting.join(", ")
+    );
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({"status": "no_nodes", "models_without_nodes": waiting, "message": message})),
+    )
 }
 
 /// Any path no route matches.

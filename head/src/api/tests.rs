@@ -277,14 +277,16 @@ async fn models_lists_the_served_model() {
 }
 
 #[tokio::test]
-async fn health_is_ok() {
+async fn health_is_unavailable_while_no_node_serves_the_model() {
     let (status, body) = send(
         Request::get("/health")
             .body(Body::empty())
             .unwrap_or_default(),
     )
     .await;
-    assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["status"], "no_nodes");
+    assert_eq!(body["models_without_nodes"], json!([MODEL]));
 }
 
 #[tokio::test]
