@@ -252,4 +252,6 @@ impl Drop for RemoteGeneration {
 }
 
 #[cfg(test)]
+mod join_tests;
+#[cfg(test)]
 mod tests;

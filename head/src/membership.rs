@@ -236,11 +236,14 @@ impl Membership {
         let claims = check_token(text, &self.inner.identity, &fleet, now_unix)?;
         let mut next = state.clone();
         let uses = claims.uses.max(1);
-        let nonce = next.nonces.entry(claims.nonce.clone()).or_insert(NonceRecord {
-            remaining: uses,
-            uses,
-            expires_unix: claims.expires_unix,
-        });
+        let nonce = next
+            .nonces
+            .entry(claims.nonce.clone())
+            .or_insert(NonceRecord {
+                remaining: uses,
+                uses,
+                expires_unix: claims.expires_unix,
+            });
         if nonce.remaining == 0 {
             return Err(if uses == 1 {
                 Refusal::NonceUsed
@@ -354,7 +357,9 @@ fn check_token(
             ago,
         },
         TokenError::BadSignature => Refusal::BadSignature {
-            detail: "its signature does not match this fleet's key (altered, or minted by another head)".into(),
+            detail:
+                "its signature does not match this fleet's key (altered, or minted by another head)"
+                    .into(),
         },
         other => bad(other),
     })

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use llama_cpp_2::llama_backend::LlamaBackend;
-use superfluid_link::{allow_any, digest::sha256_file, Authorizer, Fingerprint, Identity, LinkError};
+use superfluid_link::{
+    allow_any, digest::sha256_file, Authorizer, Fingerprint, Identity, LinkError,
+};
 use superfluid_proto::{model_id_from_path, ModelDescription};
 use tokio::task::JoinHandle;
 
@@ -65,7 +67,9 @@ pub enum HeadError {
     #[error(transparent)]
     Link(#[from] LinkError),
     /// A model file could not be read to compute its sha256.
-    #[error("could not read model file {path} to hash it: {source}; check the path and its permissions")]
+    #[error(
+        "could not read model file {path} to hash it: {source}; check the path and its permissions"
+    )]
     ModelHash {
         /// The model file.
         path: PathBuf,

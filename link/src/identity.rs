@@ -5,9 +5,9 @@
 //! in them but the key is trusted.
 
 use crate::LinkError;
+use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
-use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 use std::{
     fmt,
     io::Write,
@@ -218,12 +218,11 @@ impl Identity {
             .push(rcgen::DnType::CommonName, "superfluid");
         let cert = params.self_signed(key).map_err(LinkError::Generate)?;
         let pkcs8 = key.serialize_der();
-        let signer = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&pkcs8).map_err(|e| {
-            LinkError::BadKey {
+        let signer =
+            Ed25519KeyPair::from_pkcs8_maybe_unchecked(&pkcs8).map_err(|e| LinkError::BadKey {
                 path: PathBuf::from("<memory>"),
                 reason: e.to_string(),
-            }
-        })?;
+            })?;
         let public: [u8; 32] =
             signer
                 .public_key()

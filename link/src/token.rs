@@ -49,7 +49,9 @@ pub enum TokenError {
 
 /// Signs `claims` with the fleet key and returns the token text.
 pub fn mint(fleet: &Identity, claims: &JoinClaims) -> Result<String, TokenError> {
-    let body = claims.to_bytes().map_err(|e| TokenError::Encode(e.to_string()))?;
+    let body = claims
+        .to_bytes()
+        .map_err(|e| TokenError::Encode(e.to_string()))?;
     let signature = fleet.sign(&body);
     Ok(format!(
         "{PREFIX}{}.{}",

@@ -74,12 +74,9 @@ pub async fn run(engine: Arc<dyn Engine>, config: AgentConfig) -> Result<(), Age
     let mut token = config.join_token.clone();
     let mut failures: u32 = 0;
     loop {
-        let end = session(&engine, &config, &endpoints, token.as_deref()).await;
+        let end = session(&engine, &config, &endpoints, &mut token).await?;
         if end.welcomed {
             failures = 0;
-            if token.take().is_some() {
-                save_credential(&config)?;
-            }
         }
         failures = failures.saturating_add(1);
         let delay = backoff(failures);
@@ -217,16 +214,16 @@ async fn session(
     engine: &Arc<dyn Engine>,
     config: &AgentConfig,
     endpoints: &Endpoints,
-    join_token: Option<&str>,
-) -> SessionEnd {
+    join_token: &mut Option<String>,
+) -> Result<SessionEnd, AgentError> {
     let (conn, addr) = match dial(config, endpoints).await {
         Ok(found) => found,
         Err(e) => {
-            return SessionEnd {
+            return Ok(SessionEnd {
                 welcomed: false,
                 addr: None,
                 why: Ended::Lost(e),
-            }
+            })
         }
     };
     let lost = |e| SessionEnd {
@@ -234,23 +231,33 @@ async fn session(
         addr: Some(addr),
         why: Ended::Lost(e),
     };
-    let (send, recv) = match hello(&conn, engine, config, addr, join_token).await {
+    let (send, recv) = match hello(&conn, engine, config, addr, join_token.as_deref()).await {
         Ok(Ok(streams)) => streams,
         Ok(Err(reason)) => {
-            return SessionEnd {
+            return Ok(SessionEnd {
                 welcomed: false,
                 addr: Some(addr),
                 why: Ended::Refused(reason),
-            }
+            })
         }
         Err(e) => {
             conn.close(
                 superfluid_link::control::CLOSE_PROTOCOL,
                 e.to_string().as_bytes(),
             );
-            return lost(e);
+            return Ok(lost(e));
         }
     };
+    // Enrolled: from now on this node's key is enough.
+    if join_token.take().is_some() {
+        if let Err(e) = save_credential(config) {
+            conn.close(
+                superfluid_link::control::CLOSE_NORMAL,
+                b"the node cannot save its credential",
+            );
+            return Err(e);
+        }
+    }
     let heartbeat = tokio::spawn(heartbeats(send));
     let control = tokio::spawn(control_reader(conn.clone(), recv));
     let error = loop {
@@ -263,11 +270,11 @@ async fn session(
     };
     heartbeat.abort();
     control.abort();
-    SessionEnd {
+    Ok(SessionEnd {
         welcomed: true,
         addr: Some(addr),
         why: Ended::Lost(error),
-    }
+    })
 }
 
 /// Says hello; `Ok(Err(reason))` if the head refused this node.
@@ -280,7 +287,11 @@ async fn hello(
 ) -> Result<Result<(SendStream, RecvStream), String>, LinkError> {
     let (mut send, mut recv) = conn.open_bi().await.map_err(LinkError::Connection)?;
     let mut model = engine.info().model.clone();
-    if let Some(sha256) = config.model_sha256.as_ref().filter(|_| model.sha256.is_empty()) {
+    if let Some(sha256) = config
+        .model_sha256
+        .as_ref()
+        .filter(|_| model.sha256.is_empty())
+    {
         model.sha256 = sha256.clone();
     }
     let hello = NodeHello {

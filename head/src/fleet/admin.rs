@@ -46,7 +46,11 @@ impl Fleet {
                 .into_iter()
                 .find(|e| e.name == node || e.fingerprint.to_string() == node)
                 .map(|e| (e.fingerprint, e.name))
-                .or_else(|| node.parse::<Fingerprint>().ok().map(|fp| (fp, String::new())))
+                .or_else(|| {
+                    node.parse::<Fingerprint>()
+                        .ok()
+                        .map(|fp| (fp, String::new()))
+                })
                 .ok_or_else(|| FleetError::UnknownNode {
                     node: node.to_owned(),
                 })?,

@@ -228,11 +228,7 @@ async fn heartbeats(mut send: SendStream) {
 }
 
 /// Reads control messages until the connection ends; returns why it ended.
-async fn control_loop(
-    conn: &quinn::Connection,
-    mut recv: RecvStream,
-    entry: &NodeEntry,
-) -> String {
+async fn control_loop(conn: &quinn::Connection, mut recv: RecvStream, entry: &NodeEntry) -> String {
     loop {
         match read_frame::<ControlMsg>(&mut recv).await {
             Ok(Some(ControlMsg::Heartbeat)) => entry.heartbeat(),

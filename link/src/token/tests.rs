@@ -22,7 +22,10 @@ fn a_minted_token_round_trips_and_verifies() {
         .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)));
     assert_eq!(parse(&text).unwrap(), claims());
     assert_eq!(verify(&text, &fleet, 1_000).unwrap(), claims());
-    assert_eq!(verify(&format!("  {text}\n"), &fleet, 1_000).unwrap(), claims());
+    assert_eq!(
+        verify(&format!("  {text}\n"), &fleet, 1_000).unwrap(),
+        claims()
+    );
 }
 
 #[test]
@@ -44,7 +47,10 @@ fn changing_any_claim_breaks_the_signature() {
     let body = base64url::encode(&forged.to_bytes().unwrap());
     let tampered = format!("{PREFIX}{body}.{sig}");
     assert_eq!(parse(&tampered).unwrap(), forged);
-    assert_eq!(verify(&tampered, &fleet, 1_000), Err(TokenError::BadSignature));
+    assert_eq!(
+        verify(&tampered, &fleet, 1_000),
+        Err(TokenError::BadSignature)
+    );
 }
 
 #[test]
@@ -86,8 +92,14 @@ fn other_text_is_not_a_token() {
     assert_eq!(parse("hello"), Err(TokenError::NotAToken));
     assert_eq!(verify("", &fleet, 0), Err(TokenError::NotAToken));
     assert!(matches!(parse("sfj1."), Err(TokenError::Malformed { .. })));
-    assert!(matches!(parse("sfj1.AAAA"), Err(TokenError::Malformed { .. })));
-    assert!(matches!(parse("sfj1.!!.AA"), Err(TokenError::Malformed { .. })));
+    assert!(matches!(
+        parse("sfj1.AAAA"),
+        Err(TokenError::Malformed { .. })
+    ));
+    assert!(matches!(
+        parse("sfj1.!!.AA"),
+        Err(TokenError::Malformed { .. })
+    ));
     let long = format!("{PREFIX}{}", "A".repeat(MAX_TOKEN_LEN));
     assert!(matches!(parse(&long), Err(TokenError::Malformed { .. })));
 }
@@ -95,7 +107,9 @@ fn other_text_is_not_a_token() {
 #[test]
 fn base64url_round_trips_every_length() {
     for len in 0..70u8 {
-        let bytes: Vec<u8> = (0..len).map(|i| i.wrapping_mul(37).wrapping_add(len)).collect();
+        let bytes: Vec<u8> = (0..len)
+            .map(|i| i.wrapping_mul(37).wrapping_add(len))
+            .collect();
         let text = base64url::encode(&bytes);
         assert!(!text.contains('='));
         assert_eq!(base64url::decode(&text).unwrap(), bytes);

@@ -280,6 +280,60 @@ async fn agent_does_not_join_a_head_with_another_key() {
     agent.abort();
 }
 
+#[tokio::test]
+async fn the_join_token_is_sent_until_the_first_welcome_and_the_credential_saved() {
+    let head = head_stub();
+    let (engine, _submitted) = test_engine();
+    let dir = std::env::temp_dir().join(format!("superfluid-agent-join-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut config = head.config.clone();
+    config.join_token = Some("sfj1.token-text".into());
+    config.model_sha256 = Some("ab".repeat(32));
+    config.credential_dir = Some(dir.clone());
+    let agent = tokio::spawn(run(engine, config.clone()));
+    let joined = accept(&head, welcome()).await;
+    assert_eq!(joined.hello.join_token.as_deref(), Some("sfj1.token-text"));
+    assert_eq!(joined.hello.models[0].sha256, "ab".repeat(32));
+    // The credential is written as soon as the welcome is read.
+    within(async {
+        while !crate::credential::Credential::exists(&dir) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    joined.conn.close(0u32.into(), b"head restarting");
+    let again = accept(&head, welcome()).await;
+    assert_eq!(again.hello.join_token, None);
+    let saved = crate::credential::Credential::load(&dir).unwrap();
+    assert_eq!(saved.head_fingerprint, config.head_fingerprint);
+    assert_eq!(saved.head_addrs, config.head_addrs);
+    assert_eq!(saved.name, "test-node");
+    agent.abort();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_join_token_ends_the_agent_with_the_reason() {
+    let head = head_stub();
+    let (engine, _submitted) = test_engine();
+    let mut config = head.config.clone();
+    config.join_token = Some("sfj1.token-text".into());
+    let agent = tokio::spawn(run(engine, config));
+    let refused = accept(
+        &head,
+        HeadReply::Refused {
+            reason: "join token refused: it expired".into(),
+        },
+    )
+    .await;
+    let ended = within(agent).await.unwrap();
+    let Err(AgentError::Refused { reason }) = ended else {
+        panic!("{ended:?}")
+    };
+    assert!(reason.contains("expired"), "{reason}");
+    drop(refused);
+}
+
 #[test]
 fn backoff_grows_to_the_cap_with_jitter() {
     for failures in 1..40 {
