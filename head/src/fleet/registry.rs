@@ -85,6 +85,10 @@ pub(crate) struct NodeEntry {
     served: AtomicU64,
 }
 
+/// A connection whose last heartbeat is older than this (two heartbeat
+/// intervals and a second) no longer blocks a new one with the same key.
+const STALE_MS: u64 = 2 * superfluid_link::control::HEARTBEAT_INTERVAL.as_millis() as u64 + 1000;
+
 fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -201,10 +205,11 @@ impl Registry {
     }
 
     /// Adds a node whose models are checked against `expected` (see
-    /// `fleet/models.rs`). With `unique`, a live connection with the same key
-    /// makes this one [`Taken`]; without, an older connection from the same
-    /// key and name is closed and replaced: the same node reconnecting before
-    /// its old connection timed out.
+    /// `fleet/models.rs`). With `unique` (membership), a live connection with
+    /// the same key, heard from within [`STALE_MS`], makes this one [`Taken`];
+    /// a closed or silent one is replaced. Without, an older connection from
+    /// the same key and name is closed and replaced: the same node
+    /// reconnecting before its old connection timed out.
     pub(crate) fn register(
         &self,
         node_id: String,
@@ -232,8 +237,14 @@ impl Registry {
         });
         let mut nodes = self.lock();
         if unique {
+            // A closed connection, or one silent for two heartbeats, is the
+            // same node coming back: the old one is replaced below.
+            let stale_before = unix_ms(now).saturating_sub(STALE_MS);
             nodes.retain(|old| old.connection.close_reason().is_none());
-            if let Some(old) = nodes.iter().find(|o| o.fingerprint == entry.fingerprint) {
+            if let Some(old) = nodes.iter().find(|o| {
+                o.fingerprint == entry.fingerprint
+                    && o.last_heartbeat_ms.load(Ordering::Relaxed) >= stale_before
+            }) {
                 return Err(Taken {
                     node_id: old.node_id.clone(),
                     name: old.name.clone(),
@@ -241,7 +252,7 @@ impl Registry {
             }
         }
         nodes.retain(|old| {
-            let same = old.fingerprint == entry.fingerprint && old.name == entry.name;
+            let same = old.fingerprint == entry.fingerprint && (unique || old.name == entry.name);
             if same {
                 tracing::info!(node = %old.name, old_id = %old.node_id, "node reconnected; closing its old connection");
                 old.connection.close(superfluid_link::control::CLOSE_NORMAL, b"replaced by a newer connection from this node");
