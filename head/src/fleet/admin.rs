@@ -1,8 +1,8 @@
 //! Operator actions on connected nodes: drain and revoke.
 
-use super::{registry::NodeEntry, Fleet, FleetError, NodeSnapshot};
+use super::{registry::NodeEntry, Fleet, FleetError, NodeSnapshot, NodeState};
 use crate::membership::Refusal;
-use std::sync::Arc;
+use std::{net::SocketAddr, sync::Arc, time::SystemTime};
 use superfluid_link::{control::CLOSE_REFUSED, Fingerprint};
 
 /// What [`Fleet::revoke`] did.
@@ -17,6 +17,39 @@ pub struct Revoked {
 }
 
 impl Fleet {
+    /// Every node: the connected ones (as [`Fleet::nodes`]), then the
+    /// enrolled keys that are not connected, as [`NodeState::Down`] with
+    /// their enrolment's name and labels, an empty `node_id`, address
+    /// `0.0.0.0:0`, no models, and times at the Unix epoch.
+    pub fn roster(&self) -> Vec<NodeSnapshot> {
+        let mut nodes = self.nodes();
+        let Some(membership) = &self.membership else {
+            return nodes;
+        };
+        for e in membership.enrolled() {
+            if nodes.iter().any(|n| n.fingerprint == e.fingerprint) {
+                continue;
+            }
+            nodes.push(NodeSnapshot {
+                node_id: String::new(),
+                name: e.name,
+                fingerprint: e.fingerprint,
+                address: SocketAddr::from(([0, 0, 0, 0], 0)),
+                models: Vec::new(),
+                connected_since: SystemTime::UNIX_EPOCH,
+                in_flight: 0,
+                served: 0,
+                state: NodeState::Down,
+                last_heartbeat: SystemTime::UNIX_EPOCH,
+                slots: 0,
+                ctx: 0,
+                labels: e.labels,
+                ineligible: None,
+            });
+        }
+        nodes
+    }
+
     /// Stops sending new generations to the node with this id, name or key
     /// fingerprint; generations already running there finish.
     pub fn drain(&self, node: &str) -> Result<NodeSnapshot, FleetError> {

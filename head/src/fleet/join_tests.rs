@@ -174,6 +174,12 @@ async fn a_node_joins_with_a_token_and_rejoins_with_its_key_alone() {
     wait_for(|| head.fleet.nodes().len() == 1).await;
     first.conn.close(0u32.into(), b"restart");
     wait_for(|| head.fleet.nodes().is_empty()).await;
+    let roster = head.fleet.roster();
+    assert_eq!(roster.len(), 1);
+    assert_eq!(
+        (roster[0].state, roster[0].fingerprint),
+        (NodeState::Down, id.fingerprint())
+    );
     let again = node(&head, &id, None, SHA).await;
     welcomed(&again);
     let mut gen = within(head.fleet.generate(request())).await.unwrap();
@@ -287,6 +293,10 @@ async fn revoke_closes_the_connection_within_a_second_and_the_node_is_refused_af
     };
     assert!(String::from_utf8_lossy(&close.reason).contains("this node was revoked"));
     assert!(head.fleet.nodes().is_empty());
+    assert!(
+        head.fleet.roster().is_empty(),
+        "a revoked key is not listed"
+    );
     let again = node(&head, &id, None, SHA).await;
     assert!(refusal(&again).contains("this node was revoked"));
     let with_token = node(&head, &id, Some(&token(&head, 1)), SHA).await;

@@ -18,6 +18,8 @@ pub enum NodeState {
     Up,
     /// Connected; running generations finish, no new ones are sent.
     Draining,
+    /// Enrolled but not connected (only in [`crate::fleet::Fleet::roster`]).
+    Down,
 }
 
 impl NodeState {
@@ -26,6 +28,7 @@ impl NodeState {
         match self {
             NodeState::Up => "up",
             NodeState::Draining => "draining",
+            NodeState::Down => "down",
         }
     }
 }
