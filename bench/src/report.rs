@@ -141,6 +141,7 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
 
 /// `bench serve`: in-process engine, then `superfluid serve`, then llama-server.
 pub async fn serve(args: &ServeArgs) -> Result<Report> {
+    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(false));
     let backend = Arc::new(LlamaBackend::init()?);
     let params = LlamaModelParams::default().with_vocab_only(true);
     let vocab = LlamaModel::load_from_file(&backend, &args.model, &params)
@@ -148,7 +149,11 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
     let bench = Bench {
         args,
         vocab: &vocab,
-        client: reqwest::Client::new(),
+        // A fresh connection per request: servers that close idle
+        // keep-alive connections would otherwise race the next request.
+        client: reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()?,
     };
     let model_id = superfluid_proto::model_id_from_path(&args.model);
     let mut contenders = Vec::new();
@@ -164,7 +169,8 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
     contenders.push(
         bench
             .measure("in_process", Target::InProcess(&engine))
-            .await?,
+            .await
+            .context("measuring the engine in-process")?,
     );
     drop(engine);
 
@@ -200,7 +206,7 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         )
         .await;
     drop(server);
-    contenders.push(measured?);
+    contenders.push(measured.context("measuring superfluid serve")?);
 
     if let Some(llama_server) = &args.llama_server {
         let total_ctx = (args.ctx * args.slots).to_string();
@@ -234,7 +240,7 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
             )
             .await;
         drop(server);
-        contenders.push(measured?);
+        contenders.push(measured.context("measuring llama-server")?);
     }
 
     let mut all = vec![ratios(&contenders[1], &contenders[0])];
