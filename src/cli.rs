@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -19,6 +20,13 @@ pub enum Command {
     /// Run a head and a node in one process: an OpenAI-compatible server on
     /// one machine.
     Serve(ServeFlags),
+    /// Run the head of a fleet: the HTTP API, and Link F for nodes to join.
+    Head(HeadFlags),
+    /// Run a node that has joined a fleet (see `fleet join`).
+    Node(NodeFlags),
+    /// Manage the fleet: join tokens, joining, listing, draining, revoking.
+    #[command(subcommand)]
+    Fleet(FleetCommand),
 }
 
 /// Flags of the engine a node runs.
@@ -45,4 +53,165 @@ pub struct ServeFlags {
     pub http: SocketAddr,
     #[command(flatten)]
     pub engine: EngineFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct HeadFlags {
+    /// Where the HTTP API listens.
+    #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
+    pub http: SocketAddr,
+    /// Where Link F listens for nodes (UDP).
+    #[arg(long, env = "SUPERFLUID_LINK", default_value = "0.0.0.0:7701")]
+    pub link: SocketAddr,
+    /// The head's data dir: fleet key, admin key, enrolled nodes [default: $SUPERFLUID_HOME/head].
+    #[arg(long, env = "SUPERFLUID_HEAD_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// A model the fleet serves (repeatable) [default: the model scripts/setup installs].
+    #[arg(long = "model", env = "SUPERFLUID_MODEL", value_delimiter = ',')]
+    pub models: Vec<PathBuf>,
+    /// Do not advertise the head on the LAN by mDNS.
+    #[arg(long)]
+    pub no_mdns: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeFlags {
+    /// The node's data dir: its key and fleet credential [default: $SUPERFLUID_HOME/node].
+    #[arg(long, env = "SUPERFLUID_NODE_DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: EngineFlags,
+}
+
+/// How to reach a head's admin API.
+#[derive(Debug, Args)]
+pub struct AdminFlags {
+    /// The head's HTTP address.
+    #[arg(long, env = "SUPERFLUID_URL", default_value = "http://127.0.0.1:7700")]
+    pub url: String,
+    /// The head's data dir, to read its admin key [default: $SUPERFLUID_HOME/head].
+    #[arg(long, env = "SUPERFLUID_HEAD_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The admin key (instead of reading it from the data dir).
+    #[arg(long, env = "SUPERFLUID_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Print a join token for a new node (one line).
+    Token {
+        /// How long the token stays valid (e.g. 30m, 1h, 2d).
+        #[arg(long, default_value = "1h", value_parser = parse_duration)]
+        ttl: Duration,
+        /// How many nodes may join with it.
+        #[arg(long, default_value_t = 1)]
+        uses: u32,
+        /// A label for the nodes that join with it (repeatable).
+        #[arg(long = "label", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+    /// Join a fleet with a token from `fleet token`, then run as its node.
+    Join {
+        /// The join token.
+        token: String,
+        /// The node's data dir [default: $SUPERFLUID_HOME/node].
+        #[arg(long, env = "SUPERFLUID_NODE_DIR")]
+        data_dir: Option<PathBuf>,
+        /// The node's name in listings [default: the host name].
+        #[arg(long)]
+        name: Option<String>,
+        /// Join and store the credential, but do not run the node.
+        #[arg(long)]
+        no_run: bool,
+        /// Do not look for the head by mDNS; use the token's addresses.
+        #[arg(long)]
+        no_mdns: bool,
+        #[command(flatten)]
+        engine: EngineFlags,
+    },
+    /// List the fleet's nodes.
+    Nodes {
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+    /// Cut a node off at once and refuse it from now on.
+    Revoke {
+        /// The node's id, name or key fingerprint.
+        node: String,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+    /// Send no new work to a node; running generations finish.
+    Drain {
+        /// The node's id, name or key fingerprint.
+        node: String,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+}
+
+/// `90s`, `30m`, `1h`, `2d`, or plain seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (digits, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 90s, 30m, 1h or 2d"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86400),
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {text:?}; use s, m, h or d"
+            ))
+        }
+    };
+    if secs == 0 {
+        return Err("the duration must be at least 1s".into());
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+/// `key=value`.
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("label {text:?} is not key=value")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_bad_ones_say_why() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172800)));
+        assert!(parse_duration("1w").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("soon")
+            .unwrap_err()
+            .contains("not a duration"));
+        assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn labels_are_key_value() {
+        assert_eq!(parse_label("gpu=4090"), Ok(("gpu".into(), "4090".into())));
+        assert!(parse_label("gpu").is_err());
+        assert!(parse_label("=x").is_err());
+    }
 }

@@ -2,7 +2,13 @@
 //! the `superfluid-head` and `superfluid-node` crates.
 #![forbid(unsafe_code)]
 
+mod admin_client;
 mod cli;
+mod engine;
+mod fleet_cmd;
+mod head_cmd;
+mod node_cmd;
+mod runtime;
 mod serve;
 
 use clap::Parser;
@@ -21,9 +27,14 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .init();
-    let result = match args.command {
-        cli::Command::Serve(flags) => serve::Config::from_flags(flags).and_then(serve::run),
-    };
+    let result = runtime::block_on(async move {
+        match args.command {
+            cli::Command::Serve(flags) => serve::run(flags).await,
+            cli::Command::Head(flags) => head_cmd::run(flags).await,
+            cli::Command::Node(flags) => node_cmd::run(flags).await,
+            cli::Command::Fleet(command) => fleet_cmd::run(command).await,
+        }
+    });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {

@@ -7,6 +7,7 @@
 //! - [`respond`]: JSON and server-sent-event answers.
 //! - [`handlers`]: the routes.
 
+pub mod admin;
 pub mod error;
 pub mod extract;
 pub mod generate;

@@ -12,6 +12,7 @@ use superfluid_link::{
 use superfluid_proto::{model_id_from_path, ModelDescription};
 use tokio::task::JoinHandle;
 
+use crate::api::admin::{self, AdminState};
 use crate::api::{router, AppState};
 use crate::codec::{Catalog, CodecError};
 use crate::fleet::Fleet;
@@ -95,6 +96,8 @@ pub struct RunningHead {
     pub http_addr: SocketAddr,
     /// Where Link F listens.
     pub link_addr: SocketAddr,
+    /// Addresses nodes can reach Link F at (written into join tokens).
+    pub link_addrs: Vec<SocketAddr>,
     /// The head key's fingerprint, for nodes to pin.
     pub fingerprint: Fingerprint,
     /// The ids of the models served.
@@ -146,8 +149,14 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         catalog,
         fleet: fleet.clone(),
     });
+    let link_addrs = reachable_addrs(link.addr);
+    let app = app.merge(admin::router(AdminState {
+        fleet: fleet.clone(),
+        link_addrs: link_addrs.clone(),
+    }));
     let http = tokio::spawn(async move { axum::serve(http, app).await });
     Ok(RunningHead {
+        link_addrs,
         http_addr,
         link_addr: link.addr,
         fingerprint,
@@ -183,4 +192,34 @@ async fn hash_models(paths: Vec<PathBuf>) -> Result<Vec<ModelDescription>, HeadE
         path: PathBuf::new(),
         source: std::io::Error::other(e.to_string()),
     })?
+}
+
+/// The addresses a node can dial to reach a Link F endpoint bound to `bound`:
+/// itself, or for a wildcard bind every interface's address (other
+/// machines' reachable ones first, loopback last).
+pub fn reachable_addrs(bound: SocketAddr) -> Vec<SocketAddr> {
+    if !bound.ip().is_unspecified() {
+        return vec![bound];
+    }
+    let want_v4 = bound.is_ipv4();
+    let mut addrs: Vec<SocketAddr> = if_addrs::get_if_addrs()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| i.ip())
+        .filter(|ip| ip.is_ipv4() == want_v4 && !ip.is_unspecified() && !ip.is_multicast())
+        .filter(|ip| match ip {
+            std::net::IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) != 0xfe80,
+            std::net::IpAddr::V4(_) => true,
+        })
+        .map(|ip| SocketAddr::new(ip, bound.port()))
+        .collect();
+    addrs.sort_by_key(|a| a.ip().is_loopback());
+    addrs.dedup();
+    if addrs.is_empty() {
+        addrs.push(SocketAddr::new(
+            std::net::Ipv4Addr::LOCALHOST.into(),
+            bound.port(),
+        ));
+    }
+    addrs
 }

@@ -38,6 +38,9 @@ pub struct AgentConfig {
     /// Where to save the [`Credential`] (`node.json`) once the head has
     /// welcomed this node with its join token.
     pub credential_dir: Option<PathBuf>,
+    /// Stop once the head has welcomed this node (and its credential is
+    /// saved), closing the connection cleanly: `fleet join --no-run`.
+    pub join_only: bool,
 }
 
 /// Why the agent could not run at all. Connection problems are not errors:
@@ -66,8 +69,9 @@ const BACKOFF_MIN: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
 
 /// Serves `engine` to the head described by `config`, reconnecting forever.
-/// Returns only if the local endpoint cannot be set up, or the head refuses
-/// the join token (which retrying cannot fix).
+/// Returns only if the local endpoint cannot be set up, the head refuses
+/// the join token (which retrying cannot fix), or `join_only` is set and the
+/// node has joined.
 pub async fn run(engine: Arc<dyn Engine>, config: AgentConfig) -> Result<(), AgentError> {
     let endpoints = Endpoints::new(&config)?;
     tracing::info!(heads = ?config.head_addrs, pinned = %config.head_fingerprint, fingerprint = %config.identity.fingerprint(), joining = config.join_token.is_some(), "node agent starting");
@@ -82,6 +86,7 @@ pub async fn run(engine: Arc<dyn Engine>, config: AgentConfig) -> Result<(), Age
         let delay = backoff(failures);
         let head = end.addr.map(|a| a.to_string()).unwrap_or_default();
         match &end.why {
+            Ended::Joined => return Ok(()),
             Ended::Refused(reason) if token.is_some() => {
                 return Err(AgentError::Refused {
                     reason: reason.clone(),
@@ -178,6 +183,8 @@ fn jitter() -> f64 {
 }
 
 enum Ended {
+    /// Welcomed with `join_only` set: the agent's work is done.
+    Joined,
     Refused(String),
     Lost(LinkError),
 }
@@ -257,6 +264,20 @@ async fn session(
             );
             return Err(e);
         }
+    }
+    if config.join_only {
+        conn.close(
+            superfluid_link::control::CLOSE_NORMAL,
+            b"joined; the node will run later",
+        );
+        if let Some(endpoint) = endpoints.for_addr(&addr) {
+            let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
+        }
+        return Ok(SessionEnd {
+            welcomed: true,
+            addr: Some(addr),
+            why: Ended::Joined,
+        });
     }
     let heartbeat = tokio::spawn(heartbeats(send));
     let control = tokio::spawn(control_reader(conn.clone(), recv));

@@ -69,6 +69,9 @@ pub enum ApiError {
         /// The request path.
         path: String,
     },
+    /// An admin route was called without the head's admin key.
+    #[error("this admin route needs the head's admin key as `Authorization: Bearer KEY`; the key is in admin.key in the head's data dir")]
+    Unauthorized,
     /// The route exists but not for this method.
     #[error(
         "{method} is not allowed on {path}; see the OpenAI API for the method this route takes"
@@ -136,6 +139,19 @@ impl ApiError {
                 "service_unavailable",
                 Some("model".into()),
                 Some("no_node"),
+            ),
+            Fleet(FleetError::UnknownNode { .. }) => {
+                (StatusCode::NOT_FOUND, invalid, Some("node".into()), None)
+            }
+            Fleet(FleetError::Ambiguous { .. }) => {
+                (StatusCode::BAD_REQUEST, invalid, Some("node".into()), None)
+            }
+            Fleet(FleetError::NoMembership) => (StatusCode::NOT_FOUND, invalid, None, None),
+            Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                None,
+                Some("invalid_admin_key"),
             ),
             Fleet(_) | Generation { .. } => (StatusCode::BAD_GATEWAY, "server_error", None, None),
             NotFound { .. } => (StatusCode::NOT_FOUND, invalid, None, Some("unknown_url")),

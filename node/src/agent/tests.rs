@@ -87,6 +87,7 @@ fn head_stub() -> HeadStub {
         join_token: None,
         model_sha256: None,
         credential_dir: None,
+        join_only: false,
     };
     HeadStub { endpoint, config }
 }

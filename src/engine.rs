@@ -1,0 +1,113 @@
+//! Validated engine flags, default paths, and starting the llama.cpp engine.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use llama_cpp_2::llama_backend::LlamaBackend;
+use superfluid_node::llama::{LlamaConfig, LlamaEngine};
+
+use crate::cli::EngineFlags;
+
+/// Why engine flags cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The model file is missing.
+    #[error("model file {0} does not exist; run scripts/setup to install the default model, or pass --model PATH")]
+    MissingModel(PathBuf),
+    /// A numeric flag is out of range.
+    #[error("--{flag} must be at least {min}, got {value}")]
+    TooSmall {
+        flag: &'static str,
+        min: u32,
+        value: u32,
+    },
+}
+
+/// `$SUPERFLUID_HOME`, by default `~/.cache/superfluid`.
+pub fn home() -> PathBuf {
+    std::env::var_os("SUPERFLUID_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let user = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            user.join(".cache").join("superfluid")
+        })
+}
+
+/// Where `scripts/setup` installs the default model.
+pub fn default_model() -> PathBuf {
+    home()
+        .join("models")
+        .join("SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+/// A model path that exists: the one given, or the default.
+pub fn model_path(given: Option<PathBuf>) -> Result<PathBuf, ConfigError> {
+    let model = given.unwrap_or_else(default_model);
+    if !model.is_file() {
+        return Err(ConfigError::MissingModel(model));
+    }
+    Ok(model)
+}
+
+fn at_least(flag: &'static str, value: u32, min: u32) -> Result<u32, ConfigError> {
+    if value < min {
+        return Err(ConfigError::TooSmall { flag, min, value });
+    }
+    Ok(value)
+}
+
+/// What the engine runs with.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub model: PathBuf,
+    pub slots: u32,
+    pub ctx: u32,
+    pub threads: u32,
+}
+
+impl EngineConfig {
+    pub fn from_flags(flags: EngineFlags) -> Result<EngineConfig, ConfigError> {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
+        Ok(EngineConfig {
+            model: model_path(flags.model)?,
+            slots: at_least("slots", flags.slots, 1)?,
+            ctx: at_least("ctx", flags.ctx, 64)?,
+            threads: at_least("threads", flags.threads.unwrap_or(cores), 1)?,
+        })
+    }
+
+    /// Loads the model and starts the engine thread.
+    pub fn start(&self, backend: &Arc<LlamaBackend>) -> Result<LlamaEngine> {
+        let config = LlamaConfig {
+            model_path: self.model.clone(),
+            slots: self.slots,
+            ctx: self.ctx,
+            threads: self.threads,
+            ..LlamaConfig::default()
+        };
+        LlamaEngine::start(backend.clone(), config).context("starting the engine")
+    }
+}
+
+/// llama.cpp's backend, once per process, with its logs sent to `tracing`.
+pub fn backend() -> Result<Arc<LlamaBackend>> {
+    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+    Ok(Arc::new(
+        LlamaBackend::init().context("initialising llama.cpp")?,
+    ))
+}
+
+/// This machine's host name, for a node's default name.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "node".into())
+}

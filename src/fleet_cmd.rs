@@ -1,0 +1,134 @@
+//! `superfluid fleet token|nodes|revoke|drain`: the head's admin API from
+//! the command line.
+
+use anyhow::Result;
+use serde_json::Value;
+
+use crate::admin_client::AdminClient;
+use crate::cli::{AdminFlags, FleetCommand};
+use crate::engine;
+use crate::node_cmd::{self, Join};
+
+fn client(flags: AdminFlags) -> Result<AdminClient> {
+    let data_dir = flags
+        .data_dir
+        .unwrap_or_else(|| engine::home().join("head"));
+    AdminClient::new(&flags.url, flags.admin_key, &data_dir)
+}
+
+pub async fn run(command: FleetCommand) -> Result<()> {
+    match command {
+        FleetCommand::Token {
+            ttl,
+            uses,
+            labels,
+            admin,
+        } => {
+            println!("{}", client(admin)?.mint(ttl, uses, &labels).await?);
+        }
+        FleetCommand::Join {
+            token,
+            data_dir,
+            name,
+            no_run,
+            no_mdns,
+            engine,
+        } => {
+            node_cmd::join(Join {
+                token,
+                data_dir,
+                name,
+                no_run,
+                no_mdns,
+                engine,
+            })
+            .await?;
+        }
+        FleetCommand::Nodes { json, admin } => {
+            let nodes = client(admin)?.nodes().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&nodes)?);
+            } else {
+                print_table(&nodes);
+            }
+        }
+        FleetCommand::Revoke { node, admin } => {
+            let revoked = client(admin)?.revoke(&node).await?;
+            println!(
+                "revoked {} (key {})",
+                text(&revoked["name"]),
+                text(&revoked["fingerprint"])
+            );
+        }
+        FleetCommand::Drain { node, admin } => {
+            let drained = client(admin)?.drain(&node).await?;
+            println!(
+                "draining {} ({}): no new work goes there",
+                text(&drained["name"]),
+                text(&drained["id"])
+            );
+        }
+    }
+    Ok(())
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+fn ago(v: &Value) -> String {
+    let Some(then) = v.as_u64() else {
+        return "-".into();
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(then);
+    format!("{}s ago", now.saturating_sub(then))
+}
+
+fn print_table(nodes: &[Value]) {
+    println!(
+        "{:<8} {:<16} {:<22} {:<32} {:>5} {:>6} {:<9} {:<12} {:<12} {:>6}",
+        "ID",
+        "NAME",
+        "ADDRESS",
+        "MODELS",
+        "SLOTS",
+        "CTX",
+        "STATE",
+        "CONNECTED",
+        "HEARTBEAT",
+        "SERVED"
+    );
+    for n in nodes {
+        let models: Vec<String> = n["models"]
+            .as_array()
+            .map(|ms| ms.iter().map(|m| text(&m["id"])).collect())
+            .unwrap_or_default();
+        println!(
+            "{:<8} {:<16} {:<22} {:<32} {:>5} {:>6} {:<9} {:<12} {:<12} {:>6}",
+            text(&n["id"]),
+            text(&n["name"]),
+            text(&n["address"]),
+            if models.is_empty() {
+                "-".into()
+            } else {
+                models.join(",")
+            },
+            text(&n["slots"]),
+            text(&n["context"]),
+            text(&n["state"]),
+            ago(&n["connected_since"]),
+            ago(&n["last_heartbeat"]),
+            text(&n["served"]),
+        );
+        if let Some(why) = n["ineligible"].as_str() {
+            println!("         gets no work: {why}");
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! `superfluid head`: the head of a fleet, with membership and mDNS.
+
+use anyhow::{Context, Result};
+use superfluid_head::membership::Membership;
+use superfluid_head::server::HeadConfig;
+
+use crate::cli::HeadFlags;
+use crate::engine::{self, model_path};
+use crate::runtime::until_shutdown;
+
+pub async fn run(flags: HeadFlags) -> Result<()> {
+    let models = if flags.models.is_empty() {
+        vec![model_path(None)?]
+    } else {
+        flags
+            .models
+            .into_iter()
+            .map(|m| model_path(Some(m)))
+            .collect::<Result<_, _>>()?
+    };
+    let data_dir = flags
+        .data_dir
+        .unwrap_or_else(|| engine::home().join("head"));
+    let membership = Membership::open(&data_dir)
+        .with_context(|| format!("opening the head's data dir {}", data_dir.display()))?;
+    let fleet_id = membership.fleet_id();
+    let backend = engine::backend()?;
+    let head = superfluid_head::server::start(
+        &backend,
+        HeadConfig::with_membership(flags.http, flags.link, models, membership),
+    )
+    .await?;
+    let _advertisement = if flags.no_mdns {
+        None
+    } else {
+        // A head bound to one address announces only that one.
+        let only = (!head.link_addr.ip().is_unspecified()).then(|| vec![head.link_addr.ip()]);
+        match superfluid_link::advertise(&fleet_id, &head.fingerprint, head.link_addr.port(), only)
+        {
+            Ok(ad) => Some(ad),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not advertise the head by mDNS; nodes will use their tokens' addresses");
+                None
+            }
+        }
+    };
+    tracing::info!(
+        "head of fleet {fleet_id} serving {} on http://{} (Link F on {}); data dir {}",
+        head.model_ids.join(", "),
+        head.http_addr,
+        head.link_addr,
+        data_dir.display()
+    );
+    tracing::info!("add a node: run `superfluid fleet token` here, then `superfluid fleet join TOKEN` on the node");
+    until_shutdown::<std::convert::Infallible>(head.http, None).await
+}
