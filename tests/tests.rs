@@ -3,6 +3,10 @@
 
 mod support;
 
+mod fleet_mdns;
+mod fleet_membership;
+mod fleet_support;
+mod netns;
 mod serve_chat;
 mod serve_completions;
 mod serve_errors;
