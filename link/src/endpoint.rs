@@ -42,7 +42,50 @@ pub fn server_endpoint(
     let crypto = QuicServerConfig::try_from(tls).map_err(LinkError::QuicTls)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(transport_config());
-    quinn::Endpoint::server(config, addr).map_err(|source| LinkError::Bind { addr, source })
+    let socket =
+        std::net::UdpSocket::bind(addr).map_err(|source| LinkError::Bind { addr, source })?;
+    let mut endpoint_config = quinn::EndpointConfig::new(reset_key(identity));
+    // Connection ids a restarted head still recognises as its own, so that it
+    // answers them with a stateless reset instead of dropping them.
+    let cid_key = cid_key(identity);
+    endpoint_config.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
+    quinn::Endpoint::new(
+        endpoint_config,
+        Some(config),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|source| LinkError::Bind { addr, source })
+}
+
+/// The key of the head's connection id checks, derived from its identity.
+fn cid_key(identity: &Identity) -> u64 {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    hash.update(b"superfluid link f connection ids\0");
+    hash.update(identity.private_key().secret_der());
+    let digest = hash.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first)
+}
+
+/// The key of the head's QUIC stateless resets, derived from its identity.
+///
+/// A head that restarts with the same key answers packets of connections it
+/// no longer knows with a reset its nodes can verify, so they notice at
+/// once and reconnect, instead of waiting out the idle timeout.
+fn reset_key(identity: &Identity) -> Arc<dyn quinn::crypto::HmacKey> {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    hash.update(b"superfluid link f stateless reset\0");
+    hash.update(identity.private_key().secret_der());
+    Arc::new(ring::hmac::Key::new(
+        ring::hmac::HMAC_SHA256,
+        &hash.finalize(),
+    ))
 }
 
 /// A node's endpoint for dialing a head at an address of `head_addr`'s family,

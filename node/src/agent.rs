@@ -95,6 +95,17 @@ pub async fn run(engine: Arc<dyn Engine>, config: AgentConfig) -> Result<(), Age
             Ended::Refused(reason) => {
                 tracing::warn!(%head, %reason, retry_in = ?delay, "the head refused this node")
             }
+            Ended::Lost(e) if token.is_some() && is_pin_mismatch(e) => {
+                return Err(AgentError::Refused {
+                    reason: format!(
+                        "the head at {} is not the head that minted this token: its key is not {}; \
+                         the token may be for another fleet, or another head now uses that address; \
+                         get a token from the head you mean to join",
+                        config.head_addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                        config.head_fingerprint
+                    ),
+                })
+            }
             Ended::Lost(e) if end.welcomed => {
                 tracing::warn!(%head, error = %e, retry_in = ?delay, "lost the connection to the head")
             }
@@ -106,6 +117,14 @@ pub async fn run(engine: Arc<dyn Engine>, config: AgentConfig) -> Result<(), Age
         }
         tokio::time::sleep(delay).await;
     }
+}
+
+/// Whether the handshake failed because the head's key is not the pinned
+/// one (our verifier refuses it with TLS alert `access_denied`, 49).
+fn is_pin_mismatch(e: &LinkError) -> bool {
+    const ACCESS_DENIED: u8 = 49;
+    matches!(e, LinkError::Connection(quinn::ConnectionError::TransportError(t))
+        if t.code == quinn::TransportErrorCode::crypto(ACCESS_DENIED))
 }
 
 /// Writes `node.json` after the first welcome, if a credential dir is set.
