@@ -22,6 +22,21 @@ pub const STREAM_CANCELLED: VarInt = VarInt::from_u32(1);
 /// Stream reset/stop code: a frame on this stream was bad.
 pub const STREAM_BAD_FRAME: VarInt = VarInt::from_u32(2);
 
+/// Sends a heartbeat every [`HEARTBEAT_INTERVAL`] on a control stream until
+/// the stream fails (the connection is gone).
+pub async fn send_heartbeats(mut send: quinn::SendStream) {
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    loop {
+        tick.tick().await;
+        if crate::write_frame(&mut send, &superfluid_proto::ControlMsg::Heartbeat)
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
 /// The reason a head gives a node whose protocol version differs from its own.
 pub fn version_mismatch_reason(head_version: u32, node_version: u32) -> String {
     format!(

@@ -12,7 +12,7 @@ use crate::{credential::Credential, engine::Engine};
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use superfluid_link::{
     client_endpoint, connect,
-    control::{HEARTBEAT_INTERVAL, HELLO_TIMEOUT},
+    control::HELLO_TIMEOUT,
     quinn::{self, RecvStream, SendStream},
     read_frame, write_frame, Fingerprint, Identity, LinkError,
 };
@@ -298,7 +298,7 @@ async fn session(
             why: Ended::Joined,
         });
     }
-    let heartbeat = tokio::spawn(heartbeats(send));
+    let heartbeat = tokio::spawn(superfluid_link::control::send_heartbeats(send));
     let control = tokio::spawn(control_reader(conn.clone(), recv));
     let error = loop {
         match conn.accept_bi().await {
@@ -366,19 +366,6 @@ async fn hello(
             want: superfluid_proto::LEN_PREFIX,
         }),
         Err(e) => Err(e),
-    }
-}
-
-async fn heartbeats(mut send: SendStream) {
-    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
-    loop {
-        tick.tick().await;
-        if write_frame(&mut send, &ControlMsg::Heartbeat)
-            .await
-            .is_err()
-        {
-            return;
-        }
     }
 }
 

@@ -9,8 +9,7 @@ use crate::membership::{now_unix, Refusal};
 use std::{net::SocketAddr, time::Duration};
 use superfluid_link::{
     control::{
-        version_mismatch_reason, CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_REFUSED, HEARTBEAT_INTERVAL,
-        HELLO_TIMEOUT,
+        version_mismatch_reason, CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_REFUSED, HELLO_TIMEOUT,
     },
     peer_fingerprint,
     quinn::{self, RecvStream, SendStream},
@@ -141,7 +140,7 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
         tracing::warn!(node = %name, %node_id, %reason, "node joined but gets no work for some models");
     }
     tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
-    let heartbeat = tokio::spawn(heartbeats(send));
+    let heartbeat = tokio::spawn(superfluid_link::control::send_heartbeats(send));
     let reason = control_loop(&conn, recv, &entry).await;
     heartbeat.abort();
     fleet.registry().remove(&node_id);
@@ -212,19 +211,6 @@ async fn refuse(conn: &quinn::Connection, mut send: SendStream, reason: String) 
         let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
     }
     conn.close(CLOSE_REFUSED, reason.as_bytes());
-}
-
-async fn heartbeats(mut send: SendStream) {
-    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
-    loop {
-        tick.tick().await;
-        if write_frame(&mut send, &ControlMsg::Heartbeat)
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
 }
 
 /// Reads control messages until the connection ends; returns why it ended.
