@@ -8,21 +8,27 @@
 //! [`GenerateEvent::Finished`] or [`GenerateEvent::Failed`]. Resetting the
 //! stream cancels the generation.
 //!
+//! The node also reports its KV caches as block hashes ([`blocks`],
+//! [`KvUpdate`]) and its load ([`LoadReport`]) on the control stream, so the
+//! head can route each prompt to the node that holds its prefix.
+//!
 //! Frames are postcard-encoded and prefixed with their length as a `u32`
 //! big-endian; see [`frame`].
 #![forbid(unsafe_code)]
 
+pub mod blocks;
 pub mod frame;
 pub mod messages;
 pub mod token;
 
+pub use blocks::{block_hashes, model_seed, BlockHash, BLOCK_TOKENS};
 pub use frame::{decode, encode, FrameError, FrameReader, LEN_PREFIX, MAX_FRAME};
 pub use messages::*;
 pub use token::JoinClaims;
 
 /// The Link F protocol version spoken by this build. Peers with another
 /// version are refused with a message that names both.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The ALPN identifier of Link F over QUIC.
 pub const ALPN: &[u8] = b"superfluid-linkf/1";

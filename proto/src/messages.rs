@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::blocks::BlockHash;
+
 /// A token id in the model's vocabulary.
 pub type TokenId = u32;
 
@@ -53,10 +55,67 @@ pub enum HeadReply {
 }
 
 /// Messages on the control stream after the hello.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ControlMsg {
     /// Liveness, sent by both sides at a fixed interval.
     Heartbeat,
+    /// Node to head: changes to a model's KV caches, in the order they
+    /// happened. Right after the hello a node sends its whole cache state
+    /// this way (a `Cleared` and a `Stored` per slot).
+    Kv(KvUpdate),
+    /// Node to head: how busy a model's engine is and how fast it runs.
+    Load(LoadReport),
+}
+
+/// Changes to the KV caches of one of a node's models.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvUpdate {
+    /// The model whose slots changed.
+    pub model: String,
+    /// What changed, oldest first.
+    pub events: Vec<KvEvent>,
+}
+
+/// One change to one slot's cached blocks (see [`crate::blocks`]). A slot's
+/// cache is a chain of block hashes from the start of its sequence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KvEvent {
+    /// These blocks were appended, in order, to the slot's chain.
+    Stored {
+        /// The slot (KV sequence) index.
+        slot: u32,
+        /// The new blocks' hashes.
+        blocks: Vec<BlockHash>,
+    },
+    /// These blocks, the last ones of the slot's chain, were dropped.
+    Removed {
+        /// The slot (KV sequence) index.
+        slot: u32,
+        /// The dropped blocks' hashes, in chain order.
+        blocks: Vec<BlockHash>,
+    },
+    /// The slot holds nothing any more.
+    Cleared {
+        /// The slot (KV sequence) index.
+        slot: u32,
+    },
+}
+
+/// How busy one of a node's engines is, and its measured speed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// The model this engine serves.
+    pub model: String,
+    /// Sequences in a slot now (prefilling or decoding).
+    pub running: u32,
+    /// Requests waiting for a free slot.
+    pub queued: u32,
+    /// Prompt tokens still to compute, over queued and prefilling requests.
+    pub queued_prompt_tokens: u64,
+    /// Measured prompt tokens computed per second; 0 until measured.
+    pub prefill_tokens_per_sec: f32,
+    /// Measured tokens generated per second by one stream; 0 until measured.
+    pub decode_tokens_per_sec: f32,
 }
 
 /// How to pick each next token.
@@ -109,6 +168,9 @@ pub struct GenerateRequest {
     pub sampling: Sampling,
     /// The most tokens to generate.
     pub max_tokens: u32,
+    /// The slot the head expects to hold the prompt's longest cached prefix;
+    /// the node runs the request there when that slot is free.
+    pub slot: Option<u32>,
 }
 
 /// Why a generation ended.

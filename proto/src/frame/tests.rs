@@ -12,6 +12,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32, temperature: f32, seed: u32) -> Ge
             ..Sampling::default()
         },
         max_tokens,
+        slot: None,
     }
 }
 
