@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use superfluid_head::routing::RoutePolicy;
 
 /// An LLM inference fleet for machines you own.
 #[derive(Debug, Parser)]
@@ -51,6 +52,9 @@ pub struct ServeFlags {
     /// Where the HTTP API listens.
     #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
     pub http: SocketAddr,
+    /// How generations are routed to nodes: least-ttft, round-robin, least-loaded or random.
+    #[arg(long, env = "SUPERFLUID_ROUTE_POLICY", default_value = "least-ttft")]
+    pub route_policy: RoutePolicy,
     #[command(flatten)]
     pub engine: EngineFlags,
 }
@@ -72,6 +76,11 @@ pub struct HeadFlags {
     /// Do not advertise the head on the LAN by mDNS.
     #[arg(long)]
     pub no_mdns: bool,
+    /// How generations are routed to nodes: least-ttft (the node with the
+    /// least predicted time to first token, counting its cached prefix),
+    /// round-robin, least-loaded or random.
+    #[arg(long, env = "SUPERFLUID_ROUTE_POLICY", default_value = "least-ttft")]
+    pub route_policy: RoutePolicy,
 }
 
 #[derive(Debug, Args)]

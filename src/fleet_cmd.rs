@@ -80,6 +80,11 @@ fn text(v: &Value) -> String {
     }
 }
 
+/// A measured rate, rounded; `-` until the node has measured it.
+fn rate(v: &Value) -> String {
+    v.as_f64().map_or_else(|| "-".into(), |r| format!("{r:.0}"))
+}
+
 fn ago(v: &Value) -> String {
     let Some(then) = v.as_u64() else {
         return "-".into();
@@ -93,13 +98,15 @@ fn ago(v: &Value) -> String {
 
 fn print_table(nodes: &[Value]) {
     println!(
-        "{:<8} {:<16} {:<22} {:<32} {:>5} {:>6} {:<9} {:<12} {:<12} {:>6}",
+        "{:<8} {:<16} {:<22} {:<32} {:>5} {:>6} {:>9} {:>8} {:<9} {:<12} {:<12} {:>6}",
         "ID",
         "NAME",
         "ADDRESS",
         "MODELS",
-        "SLOTS",
+        "BUSY",
         "CTX",
+        "PREFILL/s",
+        "DECODE/s",
         "STATE",
         "CONNECTED",
         "HEARTBEAT",
@@ -111,7 +118,7 @@ fn print_table(nodes: &[Value]) {
             .map(|ms| ms.iter().map(|m| text(&m["id"])).collect())
             .unwrap_or_default();
         println!(
-            "{:<8} {:<16} {:<22} {:<32} {:>5} {:>6} {:<9} {:<12} {:<12} {:>6}",
+            "{:<8} {:<16} {:<22} {:<32} {:>5} {:>6} {:>9} {:>8} {:<9} {:<12} {:<12} {:>6}",
             text(&n["id"]),
             text(&n["name"]),
             text(&n["address"]),
@@ -120,8 +127,10 @@ fn print_table(nodes: &[Value]) {
             } else {
                 models.join(",")
             },
-            text(&n["slots"]),
+            format!("{}/{}", text(&n["busy_slots"]), text(&n["slots"])),
             text(&n["context"]),
+            rate(&n["prefill_tokens_per_sec"]),
+            rate(&n["decode_tokens_per_sec"]),
             text(&n["state"]),
             ago(&n["connected_since"]),
             ago(&n["last_heartbeat"]),

@@ -27,7 +27,10 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
     let backend = engine::backend()?;
     let head = superfluid_head::server::start(
         &backend,
-        HeadConfig::with_membership(flags.http, flags.link, models, membership),
+        HeadConfig {
+            route_policy: flags.route_policy,
+            ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
+        },
     )
     .await?;
     let _advertisement = if flags.no_mdns {

@@ -31,6 +31,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             identity: head_identity,
             authorizer: allow_only([node_identity.fingerprint()]),
             membership: None,
+            route_policy: flags.route_policy,
         },
     )
     .await?;

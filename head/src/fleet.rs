@@ -3,8 +3,10 @@
 //! - [`listen`] (in `fleet/listen.rs`) accepts nodes over Link F, runs the
 //!   hello handshake and keeps each node registered while it is connected.
 //! - the registry (`fleet/registry.rs`) knows each node's models, slots and
-//!   load; [`Fleet::generate`] sends a request to the least busy node serving
-//!   its model, on a fresh QUIC stream.
+//!   state; the [`crate::routing::Router`] knows which prompt blocks each node
+//!   holds in cache and how busy and fast it is. [`Fleet::generate`] asks the
+//!   router for a node and sends the request there on a fresh QUIC stream
+//!   (`fleet/remote.rs`).
 //!
 //! The API of [`Fleet`], [`FleetError`] and [`RemoteGeneration`] is the
 //! contract the HTTP layer relies on.
@@ -13,22 +15,21 @@ mod admin;
 pub mod listen;
 mod models;
 mod registry;
+mod remote;
 
 pub use admin::Revoked;
 pub use listen::{listen, LinkListenConfig, LinkListener};
-pub use registry::{NodeSnapshot, NodeState};
+pub use registry::{NodeLoadSnapshot, NodeSnapshot, NodeState};
+pub use remote::RemoteGeneration;
 
 use crate::membership::{Membership, MembershipError};
-use superfluid_proto::ModelDescription;
+use crate::metrics::Metrics;
+use crate::routing::{RoutePolicy, Router};
+use superfluid_proto::{GenerateRequest, ModelDescription};
 
 use registry::{InFlight, Registry};
-use std::sync::Arc;
-use superfluid_link::{
-    control::{STREAM_BAD_FRAME, STREAM_CANCELLED},
-    quinn::{RecvStream, SendStream},
-    read_frame, write_frame, LinkError,
-};
-use superfluid_proto::{GenerateEvent, GenerateRequest};
+use remote::{dispatch, lock, Routing};
+use std::sync::{Arc, Mutex};
 
 /// Why a generation could not be dispatched or did not complete.
 #[derive(Debug, thiserror::Error)]
@@ -71,18 +72,53 @@ pub enum FleetError {
     Membership(#[from] MembershipError),
 }
 
-/// The connected nodes. Cheap to clone; all clones share one registry.
-#[derive(Debug, Clone, Default)]
+/// The connected nodes. Cheap to clone; all clones share one registry,
+/// router and set of metrics.
+#[derive(Debug, Clone)]
 pub struct Fleet {
     inner: Arc<Registry>,
     membership: Option<Membership>,
     models: Arc<Vec<ModelDescription>>,
+    router: Arc<Mutex<Router>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Default for Fleet {
+    fn default() -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x5eed, |d| d.as_nanos() as u64);
+        Self {
+            inner: Arc::default(),
+            membership: None,
+            models: Arc::default(),
+            router: Arc::new(Mutex::new(Router::new(RoutePolicy::default(), seed))),
+            metrics: Arc::default(),
+        }
+    }
 }
 
 impl Fleet {
-    /// An empty fleet.
+    /// An empty fleet that routes with the default policy
+    /// ([`RoutePolicy::LeastTtft`]).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Routes generations with `policy`.
+    pub fn with_policy(self, policy: RoutePolicy) -> Self {
+        lock(&self.router).set_policy(policy);
+        self
+    }
+
+    /// The routing policy in use.
+    pub fn policy(&self) -> RoutePolicy {
+        lock(&self.router).policy()
+    }
+
+    /// The head's counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// This fleet admits nodes through `membership`: tokens on first join,
@@ -116,20 +152,33 @@ impl Fleet {
         self.inner.context_len(model)
     }
 
-    /// The connected nodes, in the order they joined, with their load, how
-    /// many generations each has served, state and eligibility.
+    /// The connected nodes, in the order they joined, with their load and
+    /// measured speed, how many generations each has served, state and
+    /// eligibility.
     pub fn nodes(&self) -> Vec<NodeSnapshot> {
-        self.inner.snapshot()
+        let mut nodes = self.inner.snapshot();
+        let loads = lock(&self.router).nodes();
+        for (key, node) in &mut nodes {
+            if let Some(load) = loads.iter().find(|l| l.key == *key) {
+                node.load = NodeLoadSnapshot::new(load, node.slots);
+            }
+        }
+        nodes.into_iter().map(|(_, node)| node).collect()
     }
 
-    /// Sends one generation to a node that serves its model: the one with
-    /// the fewest generations in flight per slot. If that node's connection
-    /// fails before the request is sent, the next best node is tried.
-    pub async fn generate(&self, request: GenerateRequest) -> Result<RemoteGeneration, FleetError> {
+    /// Sends one generation to a node that serves its model, the one the
+    /// router picks (by default the one with the least predicted time to
+    /// first token), and tells the node which of its slots holds the
+    /// prompt's cached prefix. If that node's connection fails before the
+    /// request is sent, the router picks again among the others.
+    pub async fn generate(
+        &self,
+        mut request: GenerateRequest,
+    ) -> Result<RemoteGeneration, FleetError> {
         let mut tried = Vec::new();
         let mut last_error = None;
-        while let Some(in_flight) = self.inner.pick(&request.model, &tried) {
-            match dispatch(in_flight, &request).await {
+        while let Some((in_flight, routing)) = self.route(&mut request, &tried) {
+            match dispatch(in_flight, routing, &request).await {
                 Ok(generation) => return Ok(generation),
                 Err((node_id, error)) => {
                     tracing::warn!(%node_id, %error, "could not dispatch to a node; trying another");
@@ -143,111 +192,35 @@ impl Fleet {
         }))
     }
 
+    /// Picks a node for `request` among those serving its model, except
+    /// `skip`; sets the request's slot hint and counts the decision.
+    fn route(&self, request: &mut GenerateRequest, skip: &[String]) -> Option<(InFlight, Routing)> {
+        let candidates = self.inner.candidates(&request.model, skip);
+        let keys: Vec<_> = candidates.iter().map(|n| n.key).collect();
+        let (routed, policy) = {
+            let mut router = lock(&self.router);
+            let routed = router.route(&request.model, &request.prompt, &keys)?;
+            (routed, router.policy())
+        };
+        let routing = Routing {
+            router: self.router.clone(),
+            ticket: Some(routed.ticket),
+            metrics: self.metrics.clone(),
+        };
+        let node = candidates.into_iter().find(|n| n.key == routed.node)?;
+        self.metrics
+            .record_route(policy, routed.reason, routed.cached_tokens);
+        tracing::debug!(node = %node.name, reason = routed.reason.as_str(), cached = routed.cached_tokens, predicted_ttft_ms = routed.predicted_ttft_secs * 1e3, "routed a generation");
+        request.slot = routed.slot;
+        Some((InFlight::new(node), routing))
+    }
+
     pub(crate) fn registry(&self) -> &Registry {
         &self.inner
     }
-}
 
-/// Opens a stream to the node and writes the request; on failure, the node's id and the error.
-async fn dispatch(
-    in_flight: InFlight,
-    request: &GenerateRequest,
-) -> Result<RemoteGeneration, (String, FleetError)> {
-    let node = in_flight.node().clone();
-    let lost = |e: LinkError| {
-        let error = FleetError::NodeLost {
-            node: node.name.clone(),
-            reason: e.to_string(),
-        };
-        (node.node_id.clone(), error)
-    };
-    let (mut send, recv) = node
-        .connection
-        .open_bi()
-        .await
-        .map_err(|e| lost(LinkError::Connection(e)))?;
-    write_frame(&mut send, request).await.map_err(lost)?;
-    // The request is the only frame the head writes; cancelling is a stream reset/stop.
-    send.finish().map_err(|e| lost(LinkError::Closed(e)))?;
-    tracing::debug!(node = %node.name, model = %request.model, prompt = request.prompt.len(), "dispatched generation");
-    Ok(RemoteGeneration {
-        node_name: node.name.clone(),
-        send,
-        recv,
-        in_flight: Some(in_flight),
-        ended: false,
-    })
-}
-
-/// A generation running on a node. Dropping it cancels the generation
-/// (the Link F stream is reset).
-#[derive(Debug)]
-pub struct RemoteGeneration {
-    /// The name of the node serving it.
-    pub node_name: String,
-    send: SendStream,
-    recv: RecvStream,
-    /// Counts the generation as in flight until it ends or is dropped.
-    in_flight: Option<InFlight>,
-    /// A final event was received, or the stream failed.
-    ended: bool,
-}
-
-impl RemoteGeneration {
-    /// The next event; `Ok(None)` once the stream has ended after
-    /// [`GenerateEvent::Finished`] or [`GenerateEvent::Failed`].
-    pub async fn next_event(&mut self) -> Result<Option<GenerateEvent>, FleetError> {
-        if self.ended {
-            return Ok(None);
-        }
-        let result = read_frame::<GenerateEvent>(&mut self.recv).await;
-        match result {
-            Ok(Some(event)) => {
-                match &event {
-                    GenerateEvent::Tokens(_) => {}
-                    GenerateEvent::Finished(_) => self.end(true),
-                    GenerateEvent::Failed { .. } => self.end(false),
-                }
-                Ok(Some(event))
-            }
-            Ok(None) => {
-                self.end(false);
-                Err(self.lost("the node ended the generation stream without a final event".into()))
-            }
-            Err(e) => {
-                if matches!(e, LinkError::Frame(_)) {
-                    let _ = self.recv.stop(STREAM_BAD_FRAME);
-                }
-                self.end(false);
-                Err(self.lost(e.to_string()))
-            }
-        }
-    }
-
-    fn end(&mut self, served: bool) {
-        self.ended = true;
-        if let Some(in_flight) = self.in_flight.take() {
-            if served {
-                in_flight.served();
-            }
-        }
-    }
-
-    fn lost(&self, reason: String) -> FleetError {
-        FleetError::NodeLost {
-            node: self.node_name.clone(),
-            reason,
-        }
-    }
-}
-
-impl Drop for RemoteGeneration {
-    fn drop(&mut self) {
-        if self.in_flight.is_some() {
-            // Still running on the node (or the caller gave up early): cancel it.
-            let _ = self.send.reset(STREAM_CANCELLED);
-            let _ = self.recv.stop(STREAM_CANCELLED);
-        }
+    pub(crate) fn router(&self) -> &Mutex<Router> {
+        &self.router
     }
 }
 

@@ -10,6 +10,9 @@
 //!   dispatch of one generation to one node.
 //! - [`membership`]: the fleet key, join tokens, enrolled and revoked node
 //!   keys, persisted in the head's data dir.
+//! - [`metrics`]: Prometheus counters and per-node gauges for `GET /metrics`.
+//! - [`routing`]: the index of which node holds which cached prompt blocks,
+//!   the load each node carries, and the policies that pick a node.
 //! - [`server`]: starting a head: codecs, Link F listener, HTTP.
 #![forbid(unsafe_code)]
 
@@ -17,4 +20,6 @@ pub mod api;
 pub mod codec;
 pub mod fleet;
 pub mod membership;
+pub mod metrics;
+pub mod routing;
 pub mod server;

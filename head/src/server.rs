@@ -18,6 +18,7 @@ use crate::codec::{Catalog, CodecError};
 use crate::fleet::Fleet;
 use crate::fleet::{listen, LinkListenConfig, LinkListener};
 use crate::membership::Membership;
+use crate::routing::RoutePolicy;
 
 /// What a head needs to start.
 pub struct HeadConfig {
@@ -36,6 +37,8 @@ pub struct HeadConfig {
     /// Join tokens, enrolled and revoked keys; `None` for `superfluid serve`,
     /// whose one node is authorized by key alone.
     pub membership: Option<Membership>,
+    /// How generations are routed to nodes.
+    pub route_policy: RoutePolicy,
 }
 
 impl HeadConfig {
@@ -54,6 +57,7 @@ impl HeadConfig {
             identity: membership.identity(),
             authorizer: allow_any(),
             membership: Some(membership),
+            route_policy: RoutePolicy::default(),
         }
     }
 }
@@ -120,7 +124,9 @@ impl RunningHead {
 pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<RunningHead, HeadError> {
     let hashes = hash_models(config.models.clone()).await?;
     let catalog = Arc::new(Catalog::load(backend, config.models)?);
-    let mut fleet = Fleet::new().with_models(hashes);
+    let mut fleet = Fleet::new()
+        .with_models(hashes)
+        .with_policy(config.route_policy);
     if let Some(membership) = config.membership {
         fleet = fleet.with_membership(membership);
     }

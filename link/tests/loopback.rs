@@ -119,6 +119,7 @@ async fn frames_round_trip_over_loopback_quic() {
         prompt: vec![1, 2, 3],
         sampling: Sampling::default(),
         max_tokens: 9,
+        slot: None,
     };
     write_frame(&mut head_send, &req).await.unwrap();
     write_frame(&mut head_send, &GenerateEvent::Tokens(vec![4, 5]))

@@ -174,5 +174,13 @@ pub fn node_json(n: &NodeSnapshot) -> Value {
         "served": n.served,
         "labels": labels,
         "ineligible": n.ineligible,
+        "busy_slots": n.load.busy_slots,
+        "idle_slots": n.load.idle_slots,
+        "queued": n.load.queued,
+        "queued_prompt_tokens": n.load.queued_prompt_tokens,
+        "prefill_tokens_per_sec": n.load.prefill_tokens_per_sec,
+        "decode_tokens_per_sec": n.load.decode_tokens_per_sec,
+        "mean_generation_secs": n.load.mean_generation_secs,
+        "cached_blocks": n.load.cached_blocks,
     })
 }

@@ -103,6 +103,7 @@ impl Generation {
             prompt,
             sampling: params.sampling.clone(),
             max_tokens,
+            slot: None,
         };
         let started = Instant::now();
         let remote = state.fleet.generate(request).await?;

@@ -102,6 +102,18 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
     )
 }
 
+/// `GET /metrics`: the head's counters and each node's load, in the
+/// Prometheus text format.
+pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::render(&state.fleet),
+    )
+}
+
 /// Any path no route matches.
 pub async fn not_found(method: Method, uri: Uri) -> ApiError {
     ApiError::NotFound {

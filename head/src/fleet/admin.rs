@@ -1,12 +1,12 @@
 //! Operator actions on connected nodes: drain and revoke.
 
-use super::{registry::NodeEntry, Fleet, FleetError, NodeSnapshot, NodeState};
+use super::{registry::NodeEntry, Fleet, FleetError, NodeLoadSnapshot, NodeSnapshot, NodeState};
 use crate::membership::Refusal;
 use std::{net::SocketAddr, sync::Arc, time::SystemTime};
 use superfluid_link::{control::CLOSE_REFUSED, Fingerprint};
 
 /// What [`Fleet::revoke`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Revoked {
     /// The revoked key.
     pub fingerprint: Fingerprint,
@@ -45,6 +45,7 @@ impl Fleet {
                 ctx: 0,
                 labels: e.labels,
                 ineligible: None,
+                load: NodeLoadSnapshot::default(),
             });
         }
         nodes

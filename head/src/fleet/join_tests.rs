@@ -6,6 +6,8 @@ use super::*;
 use crate::membership::{now_unix, Membership};
 use std::{future::Future, path::PathBuf, time::Duration};
 use superfluid_link::{allow_any, client_endpoint, connect, quinn, token, Identity};
+use superfluid_link::{read_frame, write_frame};
+use superfluid_proto::GenerateEvent;
 use superfluid_proto::{
     FinishReason, HeadReply, JoinClaims, ModelDescription, NodeHello, Outcome, Sampling,
     PROTOCOL_VERSION,
@@ -153,6 +155,7 @@ fn request() -> GenerateRequest {
         prompt: vec![5, 6, 7],
         sampling: Sampling::default(),
         max_tokens: 8,
+        slot: None,
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::{
     registry::{Joining, NodeEntry},
+    remote::lock,
     Fleet,
 };
 use crate::membership::{now_unix, Refusal};
@@ -99,7 +100,7 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
             return;
         }
     };
-    let node_id = fleet.registry().next_node_id();
+    let (key, node_id) = fleet.registry().next_node();
     let name = joining.name.clone();
     let fingerprint = joining.fingerprint;
     let models: Vec<String> = joining
@@ -108,10 +109,12 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
         .map(|m| format!("{} (ctx {}, {} slots)", m.id, m.ctx, m.slots))
         .collect();
     let unique = fleet.membership().is_some();
-    let entry = match fleet
-        .registry()
-        .register(node_id.clone(), joining, fleet.models(), unique)
-    {
+    let entry = match fleet.registry().register(
+        (key, node_id.clone()),
+        joining,
+        fleet.models(),
+        unique,
+    ) {
         Ok(entry) => entry,
         Err(taken) => {
             let refusal = Refusal::Duplicate {
@@ -140,10 +143,14 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
         tracing::warn!(node = %name, %node_id, %reason, "node joined but gets no work for some models");
     }
     tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
+    let slots = entry.models.iter().map(|m| m.slots).sum();
+    lock(fleet.router()).add_node(key, slots);
     let heartbeat = tokio::spawn(superfluid_link::control::send_heartbeats(send));
-    let reason = control_loop(&conn, recv, &entry).await;
+    let reason = control_loop(&fleet, &conn, recv, &entry).await;
     heartbeat.abort();
     fleet.registry().remove(&node_id);
+    // Its cache is gone with it: the index forgets every block it held.
+    lock(fleet.router()).remove_node(key);
     tracing::info!(node = %name, %node_id, %reason, "node left");
 }
 
@@ -214,10 +221,23 @@ async fn refuse(conn: &quinn::Connection, mut send: SendStream, reason: String) 
 }
 
 /// Reads control messages until the connection ends; returns why it ended.
-async fn control_loop(conn: &quinn::Connection, mut recv: RecvStream, entry: &NodeEntry) -> String {
+/// Cache events and load reports go to the router as they arrive.
+async fn control_loop(
+    fleet: &Fleet,
+    conn: &quinn::Connection,
+    mut recv: RecvStream,
+    entry: &NodeEntry,
+) -> String {
     loop {
         match read_frame::<ControlMsg>(&mut recv).await {
             Ok(Some(ControlMsg::Heartbeat)) => entry.heartbeat(),
+            Ok(Some(ControlMsg::Kv(update))) => {
+                lock(fleet.router()).apply_kv(entry.key, &update);
+            }
+            Ok(Some(ControlMsg::Load(report))) => {
+                entry.heartbeat();
+                lock(fleet.router()).apply_load(entry.key, &report);
+            }
             Ok(None) => {
                 conn.close(CLOSE_NORMAL, b"the node ended its control stream");
                 return "the node ended its control stream".into();

@@ -11,6 +11,8 @@ use std::{
 use superfluid_link::Fingerprint;
 use superfluid_proto::ModelDescription;
 
+use crate::routing::NodeKey;
+
 /// Whether a node takes new work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NodeState {
@@ -34,7 +36,7 @@ impl NodeState {
 }
 
 /// A connected node as listings show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeSnapshot {
     /// The id the head gave the node for this connection.
     pub node_id: String,
@@ -65,11 +67,54 @@ pub struct NodeSnapshot {
     /// Why some or all of its models get no work (their file differs from
     /// the head's, or the head does not serve them); `None` if all do.
     pub ineligible: Option<String>,
+    /// Its load and measured speed, as the router sees them.
+    pub load: NodeLoadSnapshot,
+}
+
+/// A node's load and speed: what it last reported, and what the router's
+/// index knows it holds in cache.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeLoadSnapshot {
+    /// Slots running a sequence (prefilling or decoding).
+    pub busy_slots: u32,
+    /// Slots free for a new sequence.
+    pub idle_slots: u32,
+    /// Requests waiting on the node for a free slot.
+    pub queued: u32,
+    /// Prompt tokens the node still has to compute.
+    pub queued_prompt_tokens: u64,
+    /// Measured prompt tokens per second; `None` until measured.
+    pub prefill_tokens_per_sec: Option<f64>,
+    /// Measured tokens per second of one generation; `None` until measured.
+    pub decode_tokens_per_sec: Option<f64>,
+    /// Average seconds from dispatch to the end of a generation; `None`
+    /// until one finished.
+    pub mean_generation_secs: Option<f64>,
+    /// Prompt blocks the head's index knows the node holds.
+    pub cached_blocks: usize,
+}
+
+impl NodeLoadSnapshot {
+    pub(crate) fn new(load: &crate::routing::NodeLoad, slots: u32) -> Self {
+        let busy = load.reported_running.min(slots);
+        Self {
+            busy_slots: busy,
+            idle_slots: slots - busy,
+            queued: load.reported_queued,
+            queued_prompt_tokens: load.reported_queued_prompt_tokens,
+            prefill_tokens_per_sec: load.prefill_tokens_per_sec,
+            decode_tokens_per_sec: load.decode_tokens_per_sec,
+            mean_generation_secs: load.mean_generation_secs,
+            cached_blocks: load.indexed_blocks,
+        }
+    }
 }
 
 /// One connected node.
 #[derive(Debug)]
 pub(crate) struct NodeEntry {
+    /// The router's number for this connection.
+    pub(crate) key: NodeKey,
     pub(crate) node_id: String,
     pub(crate) name: String,
     pub(crate) fingerprint: Fingerprint,
@@ -131,6 +176,10 @@ impl NodeEntry {
             ctx: self.models.iter().map(|m| m.ctx).min().unwrap_or(0),
             labels: self.labels.clone(),
             ineligible: self.ineligible.clone(),
+            load: NodeLoadSnapshot {
+                idle_slots: self.models.iter().map(|m| m.slots).sum(),
+                ..NodeLoadSnapshot::default()
+            },
         }
     }
 
@@ -153,6 +202,12 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
+    /// Counts one more generation in flight on `node`.
+    pub(crate) fn new(node: Arc<NodeEntry>) -> Self {
+        node.in_flight.fetch_add(1, Ordering::Relaxed);
+        Self { node }
+    }
+
     /// The node running the generation.
     pub(crate) fn node(&self) -> &Arc<NodeEntry> {
         &self.node
@@ -202,9 +257,10 @@ impl Registry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A fresh node id.
-    pub(crate) fn next_node_id(&self) -> String {
-        format!("node-{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
+    /// A fresh key and node id for a connection.
+    pub(crate) fn next_node(&self) -> (NodeKey, String) {
+        let key = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        (key, format!("node-{key}"))
     }
 
     /// Adds a node whose models are checked against `expected` (see
@@ -215,7 +271,7 @@ impl Registry {
     /// reconnecting before its old connection timed out.
     pub(crate) fn register(
         &self,
-        node_id: String,
+        (key, node_id): (NodeKey, String),
         joining: Joining,
         expected: &[ModelDescription],
         unique: bool,
@@ -223,6 +279,7 @@ impl Registry {
         let (eligible, ineligible) = super::models::eligibility(&joining.models, expected);
         let now = SystemTime::now();
         let entry = Arc::new(NodeEntry {
+            key,
             node_id,
             name: joining.name,
             fingerprint: joining.fingerprint,
@@ -293,25 +350,14 @@ impl Registry {
         self.lock().retain(|n| n.node_id != node_id);
     }
 
-    /// Picks the least busy node serving `model` (fewest in flight per slot),
-    /// skipping the node ids in `skip`, and counts one generation in flight on it.
-    pub(crate) fn pick(&self, model: &str, skip: &[String]) -> Option<InFlight> {
-        let nodes = self.lock();
-        let mut best: Option<(&Arc<NodeEntry>, u64, u64)> = None;
-        for node in nodes.iter().filter(|n| !skip.contains(&n.node_id)) {
-            let Some(slots) = node.slots_for(model) else {
-                continue;
-            };
-            let load = u64::from(node.in_flight.load(Ordering::Relaxed));
-            let slots = u64::from(slots);
-            // load/slots < best_load/best_slots, without division.
-            if best.is_none_or(|(_, bl, bs)| load * bs < bl * slots) {
-                best = Some((node, load, slots));
-            }
-        }
-        let node = best?.0.clone();
-        node.in_flight.fetch_add(1, Ordering::Relaxed);
-        Some(InFlight { node })
+    /// The nodes the head may send a generation of `model` to now (up,
+    /// serving a matching file), except the ids in `skip`.
+    pub(crate) fn candidates(&self, model: &str, skip: &[String]) -> Vec<Arc<NodeEntry>> {
+        self.lock()
+            .iter()
+            .filter(|n| !skip.contains(&n.node_id) && n.slots_for(model).is_some())
+            .cloned()
+            .collect()
     }
 
     /// Closes a node's connection without removing it, as a silently dead node looks.
@@ -333,8 +379,8 @@ impl Registry {
             .min()
     }
 
-    /// A snapshot of every connected node, oldest first.
-    pub(crate) fn snapshot(&self) -> Vec<NodeSnapshot> {
-        self.lock().iter().map(|n| n.snapshot()).collect()
+    /// A snapshot of every connected node with its key, oldest first.
+    pub(crate) fn snapshot(&self) -> Vec<(NodeKey, NodeSnapshot)> {
+        self.lock().iter().map(|n| (n.key, n.snapshot())).collect()
     }
 }

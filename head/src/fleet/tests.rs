@@ -2,7 +2,10 @@
 
 use super::*;
 use std::{future::Future, time::Duration};
+use superfluid_link::quinn::{RecvStream, SendStream};
 use superfluid_link::{client_endpoint, connect, quinn, Identity};
+use superfluid_link::{read_frame, write_frame};
+use superfluid_proto::GenerateEvent;
 use superfluid_proto::{
     FinishReason, HeadReply, ModelDescription, NodeHello, Outcome, Sampling, PROTOCOL_VERSION,
 };
@@ -142,6 +145,7 @@ fn request(model: &str) -> GenerateRequest {
         prompt: vec![5, 6, 7],
         sampling: Sampling::default(),
         max_tokens: 8,
+        slot: None,
     }
 }
 

@@ -1,0 +1,173 @@
+//! One generation on one node: the Link F stream, and the bookkeeping that
+//! ends with it (in-flight counts, the router's ticket, metrics).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use superfluid_link::{
+    control::{STREAM_BAD_FRAME, STREAM_CANCELLED},
+    quinn::{RecvStream, SendStream},
+    read_frame, write_frame, LinkError,
+};
+use superfluid_proto::{GenerateEvent, GenerateRequest};
+
+use super::registry::InFlight;
+use super::FleetError;
+use crate::metrics::Metrics;
+use crate::routing::{Router, Ticket};
+
+/// Locks the router; a panic elsewhere while it was held leaves it usable.
+pub(crate) fn lock(router: &Mutex<Router>) -> MutexGuard<'_, Router> {
+    router
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The router's record of one dispatched generation, returned when it ends.
+#[derive(Debug)]
+pub(crate) struct Routing {
+    pub(crate) router: Arc<Mutex<Router>>,
+    pub(crate) ticket: Option<Ticket>,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl Routing {
+    fn first_token(&mut self) {
+        if let Some(ticket) = self.ticket.as_mut() {
+            lock(&self.router).first_token(ticket);
+        }
+    }
+
+    fn finished(&mut self, completed: bool) {
+        if let Some(ticket) = self.ticket.take() {
+            lock(&self.router).finished(ticket, completed);
+        }
+    }
+}
+
+impl Drop for Routing {
+    fn drop(&mut self) {
+        self.finished(false);
+    }
+}
+
+/// Opens a stream to the node and writes the request; on failure, the node's id and the error.
+pub(crate) async fn dispatch(
+    in_flight: InFlight,
+    routing: Routing,
+    request: &GenerateRequest,
+) -> Result<RemoteGeneration, (String, FleetError)> {
+    let node = in_flight.node().clone();
+    let lost = |e: LinkError| {
+        let error = FleetError::NodeLost {
+            node: node.name.clone(),
+            reason: e.to_string(),
+        };
+        (node.node_id.clone(), error)
+    };
+    let (mut send, recv) = node
+        .connection
+        .open_bi()
+        .await
+        .map_err(|e| lost(LinkError::Connection(e)))?;
+    write_frame(&mut send, request).await.map_err(lost)?;
+    // The request is the only frame the head writes; cancelling is a stream reset/stop.
+    send.finish().map_err(|e| lost(LinkError::Closed(e)))?;
+    tracing::debug!(node = %node.name, model = %request.model, prompt = request.prompt.len(), slot = ?request.slot, "dispatched generation");
+    Ok(RemoteGeneration {
+        node_name: node.name.clone(),
+        send,
+        recv,
+        in_flight: Some(in_flight),
+        routing,
+        first_token: false,
+        ended: false,
+    })
+}
+
+/// A generation running on a node. Dropping it cancels the generation
+/// (the Link F stream is reset).
+#[derive(Debug)]
+pub struct RemoteGeneration {
+    /// The name of the node serving it.
+    pub node_name: String,
+    send: SendStream,
+    recv: RecvStream,
+    /// Counts the generation as in flight until it ends or is dropped.
+    in_flight: Option<InFlight>,
+    routing: Routing,
+    first_token: bool,
+    /// A final event was received, or the stream failed.
+    ended: bool,
+}
+
+impl RemoteGeneration {
+    /// The next event; `Ok(None)` once the stream has ended after
+    /// [`GenerateEvent::Finished`] or [`GenerateEvent::Failed`].
+    pub async fn next_event(&mut self) -> Result<Option<GenerateEvent>, FleetError> {
+        if self.ended {
+            return Ok(None);
+        }
+        let result = read_frame::<GenerateEvent>(&mut self.recv).await;
+        match result {
+            Ok(Some(event)) => {
+                match &event {
+                    GenerateEvent::Tokens(_) => {
+                        if !self.first_token {
+                            self.first_token = true;
+                            self.routing.first_token();
+                        }
+                    }
+                    GenerateEvent::Finished(outcome) => {
+                        self.routing
+                            .metrics
+                            .record_finished(outcome.prompt_tokens, outcome.cached_tokens);
+                        self.end(true);
+                    }
+                    GenerateEvent::Failed { .. } => self.end(false),
+                }
+                Ok(Some(event))
+            }
+            Ok(None) => {
+                self.end(false);
+                Err(self.lost("the node ended the generation stream without a final event".into()))
+            }
+            Err(e) => {
+                if matches!(e, LinkError::Frame(_)) {
+                    let _ = self.recv.stop(STREAM_BAD_FRAME);
+                }
+                self.end(false);
+                Err(self.lost(e.to_string()))
+            }
+        }
+    }
+
+    fn end(&mut self, served: bool) {
+        self.ended = true;
+        if !served {
+            self.routing.metrics.record_failed();
+        }
+        self.routing.finished(served);
+        if let Some(in_flight) = self.in_flight.take() {
+            if served {
+                in_flight.served();
+            }
+        }
+    }
+
+    fn lost(&self, reason: String) -> FleetError {
+        FleetError::NodeLost {
+            node: self.node_name.clone(),
+            reason,
+        }
+    }
+}
+
+impl Drop for RemoteGeneration {
+    fn drop(&mut self) {
+        if self.in_flight.is_some() {
+            // Still running on the node (or the caller gave up early): cancel it.
+            let _ = self.send.reset(STREAM_CANCELLED);
+            let _ = self.recv.stop(STREAM_CANCELLED);
+        }
+    }
+}
