@@ -218,6 +218,24 @@ mod tests {
     }
 
     #[test]
+    fn route_policy_is_named_and_a_bad_one_lists_the_choices() {
+        let cli = Cli::try_parse_from(["superfluid", "serve", "--route-policy", "round-robin"]);
+        let Ok(Cli {
+            command: Command::Serve(flags),
+        }) = cli
+        else {
+            panic!("serve --route-policy round-robin should parse: {cli:?}");
+        };
+        assert_eq!(flags.route_policy, RoutePolicy::RoundRobin);
+        let bad = Cli::try_parse_from(["superfluid", "head", "--route-policy", "warmest"])
+            .expect_err("an unknown policy is an error")
+            .to_string();
+        for name in ["least-ttft", "round-robin", "least-loaded", "random"] {
+            assert!(bad.contains(name), "the error should list {name}: {bad}");
+        }
+    }
+
+    #[test]
     fn labels_are_key_value() {
         assert_eq!(parse_label("gpu=4090"), Ok(("gpu".into(), "4090".into())));
         assert!(parse_label("gpu").is_err());
