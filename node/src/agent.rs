@@ -2,10 +2,13 @@
 //!
 //! [`run`] connects, says [`NodeHello`], and after the head's `Welcome`
 //! answers every bidirectional stream the head opens with one generation
-//! (see `agent/serve.rs`). Both sides send heartbeats on the control stream.
+//! (see `agent/serve.rs`). On the control stream the node then sends its
+//! engine's whole KV cache state and load, and from then on heartbeats, cache
+//! changes and load reports (see `agent/control.rs`); the head sends heartbeats.
 //! When the connection is lost, or the head refuses the node, the agent
 //! reconnects with exponential backoff and jitter, forever.
 
+mod control;
 mod serve;
 
 use crate::{credential::Credential, engine::Engine};
@@ -298,7 +301,7 @@ async fn session(
             why: Ended::Joined,
         });
     }
-    let heartbeat = tokio::spawn(superfluid_link::control::send_heartbeats(send));
+    let writer = tokio::spawn(control::write_control(send, engine.ledger().clone()));
     let control = tokio::spawn(control_reader(conn.clone(), recv));
     let error = loop {
         match conn.accept_bi().await {
@@ -308,7 +311,7 @@ async fn session(
             Err(e) => break LinkError::Connection(e),
         }
     };
-    heartbeat.abort();
+    writer.abort();
     control.abort();
     Ok(SessionEnd {
         welcomed: true,
@@ -373,7 +376,9 @@ async fn hello(
 async fn control_reader(conn: quinn::Connection, mut recv: RecvStream) {
     loop {
         match read_frame::<ControlMsg>(&mut recv).await {
-            Ok(Some(ControlMsg::Heartbeat)) => {}
+            // The head sends only heartbeats; cache and load reports are the
+            // node's to send, and ignored if a head ever sends one.
+            Ok(Some(ControlMsg::Heartbeat | ControlMsg::Kv(_) | ControlMsg::Load(_))) => {}
             Ok(None) => {
                 conn.close(
                     superfluid_link::control::CLOSE_NORMAL,

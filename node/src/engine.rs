@@ -1,7 +1,11 @@
 //! The engine contract: what the node agent and benchmarks call.
 
+use std::sync::Arc;
+
 use superfluid_proto::{GenerateEvent, GenerateRequest, ModelDescription};
 use tokio::sync::mpsc;
+
+use crate::ledger::Ledger;
 
 /// What an engine serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,4 +78,8 @@ pub trait Engine: Send + Sync + 'static {
     /// Queues a generation. Returns at once; tokens arrive on the
     /// [`Generation`]'s channel as they are decoded.
     fn submit(&self, request: GenerateRequest) -> Result<Generation, EngineError>;
+
+    /// Where the engine reports its KV caches and load, for the agent to
+    /// relay to the head.
+    fn ledger(&self) -> &Arc<Ledger>;
 }

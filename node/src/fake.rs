@@ -11,12 +11,13 @@ mod sim;
 #[cfg(test)]
 mod tests;
 
-use std::sync::mpsc as std_mpsc;
+use std::sync::{mpsc as std_mpsc, Arc, Mutex, PoisonError};
 
 use superfluid_proto::{GenerateRequest, ModelDescription};
 use tokio::sync::mpsc;
 
 use crate::engine::{Engine, EngineError, EngineInfo, Generation};
+use crate::ledger::Ledger;
 use crate::llama::validate;
 
 /// How fast the simulated hardware is.
@@ -43,6 +44,8 @@ impl Default for FakeCosts {
 pub struct FakeEngine {
     info: EngineInfo,
     jobs: std_mpsc::Sender<sim::Job>,
+    ledger: Arc<Ledger>,
+    resident: sim::Resident,
 }
 
 impl FakeEngine {
@@ -55,7 +58,10 @@ impl FakeEngine {
             ..model
         };
         let (jobs, rx) = std_mpsc::channel();
-        let sim = sim::Sim::new(&model, costs);
+        let slots = model.slots as usize;
+        let ledger = Arc::new(Ledger::new(&model.id, slots));
+        let resident = Arc::new(Mutex::new(vec![Vec::new(); slots]));
+        let sim = sim::Sim::new(&model, costs, ledger.clone(), resident.clone());
         // If the thread cannot start, `submit` reports `Stopped`.
         let _ = std::thread::Builder::new()
             .name(format!("fake-{}", model.id))
@@ -63,7 +69,19 @@ impl FakeEngine {
         FakeEngine {
             info: EngineInfo { model },
             jobs,
+            ledger,
+            resident,
         }
+    }
+
+    /// Each slot's tokens as they will be cached once prefilled: an admitted
+    /// request's whole prompt, or an idle slot's cached tokens. Benchmarks
+    /// use it as an oracle that knows every cache.
+    pub fn resident(&self) -> Vec<Vec<u32>> {
+        self.resident
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -79,5 +97,9 @@ impl Engine for FakeEngine {
             .send(sim::Job { request, events })
             .map_err(|_| EngineError::Stopped)?;
         Ok(Generation { events: rx })
+    }
+
+    fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
     }
 }

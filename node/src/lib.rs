@@ -4,12 +4,16 @@
 //! over channels. [`llama::LlamaEngine`] runs real models with llama.cpp;
 //! [`fake::FakeEngine`] models prefill and decode costs for fleet-logic tests.
 //! The [`agent`] dials the head, says hello, and answers each generation
-//! stream by submitting it to the engine.
+//! stream by submitting it to the engine. Each engine reports its KV caches
+//! (as block hashes) and its load to a [`ledger::Ledger`], which the agent
+//! relays to the head on the control stream.
 
 pub mod agent;
 pub mod credential;
 pub mod engine;
 pub mod fake;
+pub mod ledger;
 pub mod llama;
 
 pub use engine::{Engine, EngineError, EngineInfo, Generation};
+pub use ledger::Ledger;

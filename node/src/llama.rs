@@ -21,6 +21,7 @@ use superfluid_proto::{model_id_from_path, GenerateRequest, ModelDescription};
 use tokio::sync::mpsc;
 
 use crate::engine::{Engine, EngineError, EngineInfo, Generation};
+use crate::ledger::Ledger;
 use batch_loop::Job;
 
 /// How to run a model.
@@ -55,6 +56,7 @@ impl Default for LlamaConfig {
 pub struct LlamaEngine {
     info: EngineInfo,
     jobs: std_mpsc::Sender<Job>,
+    ledger: Arc<Ledger>,
 }
 
 impl LlamaEngine {
@@ -90,17 +92,19 @@ impl LlamaEngine {
                 sha256: String::new(),
             },
         };
+        let ledger = Arc::new(Ledger::new(&info.model.id, config.slots as usize));
         let (jobs, job_rx) = std_mpsc::channel();
         let (ready_tx, ready_rx) = std_mpsc::sync_channel(1);
+        let thread_ledger = ledger.clone();
         std::thread::Builder::new()
             .name(format!("llama-{}", info.model.id))
-            .spawn(move || engine_thread::run(&backend, &config, &ready_tx, job_rx))
+            .spawn(move || engine_thread::run(&backend, &config, &ready_tx, job_rx, thread_ledger))
             .map_err(|e| EngineError::Load {
                 path: info.model.id.clone(),
                 reason: format!("could not start the engine thread: {e}"),
             })?;
         ready_rx.recv().map_err(|_| EngineError::Stopped)??;
-        Ok(LlamaEngine { info, jobs })
+        Ok(LlamaEngine { info, jobs, ledger })
     }
 }
 
@@ -141,5 +145,9 @@ impl Engine for LlamaEngine {
             .send(Job { request, events })
             .map_err(|_| EngineError::Stopped)?;
         Ok(Generation { events: rx })
+    }
+
+    fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
     }
 }

@@ -4,11 +4,14 @@ use super::*;
 use crate::{
     engine::{EngineError, EngineInfo, Generation},
     fake::{FakeCosts, FakeEngine},
+    ledger::Ledger,
 };
 use std::future::Future;
 use superfluid_link::{allow_only, server_endpoint};
 use superfluid_proto::{GenerateEvent, GenerateRequest, ModelDescription, Sampling};
 use tokio::sync::mpsc;
+
+mod control;
 
 async fn within<T>(f: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(10), f)
@@ -31,6 +34,7 @@ type Submitted = (GenerateRequest, mpsc::UnboundedSender<GenerateEvent>);
 struct TestEngine {
     info: EngineInfo,
     submitted: mpsc::UnboundedSender<Submitted>,
+    ledger: Arc<Ledger>,
 }
 
 impl Engine for TestEngine {
@@ -51,6 +55,10 @@ impl Engine for TestEngine {
             .map_err(|_| EngineError::Stopped)?;
         Ok(Generation { events })
     }
+
+    fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
+    }
 }
 
 fn test_engine() -> (Arc<dyn Engine>, mpsc::UnboundedReceiver<Submitted>) {
@@ -59,6 +67,7 @@ fn test_engine() -> (Arc<dyn Engine>, mpsc::UnboundedReceiver<Submitted>) {
         Arc::new(TestEngine {
             info: EngineInfo { model: model() },
             submitted,
+            ledger: Arc::new(Ledger::new(&model().id, model().slots as usize)),
         }),
         rx,
     )
@@ -95,7 +104,7 @@ fn head_stub() -> HeadStub {
 struct Joined {
     conn: quinn::Connection,
     hello: NodeHello,
-    _control: (SendStream, RecvStream),
+    control: (SendStream, RecvStream),
 }
 
 /// Accepts the next node connection, reads its hello and answers `reply`.
@@ -107,7 +116,7 @@ async fn accept(head: &HeadStub, reply: HeadReply) -> Joined {
     Joined {
         conn,
         hello,
-        _control: (send, recv),
+        control: (send, recv),
     }
 }
 
@@ -124,6 +133,7 @@ fn request(model: &str, max_tokens: u32) -> GenerateRequest {
         prompt: vec![1, 2, 3],
         sampling: Sampling::default(),
         max_tokens,
+        slot: None,
     }
 }
 

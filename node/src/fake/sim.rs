@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use superfluid_proto::{
@@ -10,7 +11,11 @@ use superfluid_proto::{
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::FakeCosts;
+use crate::ledger::Ledger;
 use crate::llama::slots;
+
+/// Each slot's tokens as they will be cached once prefilled.
+pub type Resident = Arc<Mutex<Vec<Vec<u32>>>>;
 
 /// Prompt tokens evaluated per step, shared by the prefilling slots.
 const PREFILL_CHUNK: usize = 512;
@@ -46,10 +51,17 @@ pub struct Sim {
     slots: Vec<Slot>,
     queue: VecDeque<Job>,
     step: u64,
+    ledger: Arc<Ledger>,
+    resident: Resident,
 }
 
 impl Sim {
-    pub fn new(model: &ModelDescription, costs: FakeCosts) -> Self {
+    pub fn new(
+        model: &ModelDescription,
+        costs: FakeCosts,
+        ledger: Arc<Ledger>,
+        resident: Resident,
+    ) -> Self {
         let slots = (0..model.slots).map(|_| Slot {
             tokens: Vec::new(),
             n_past: 0,
@@ -62,7 +74,36 @@ impl Sim {
             slots: slots.collect(),
             queue: VecDeque::new(),
             step: 0,
+            ledger,
+            resident,
         }
+    }
+
+    fn set_resident(&self, index: usize, tokens: &[u32]) {
+        let mut resident = self.resident.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = resident.get_mut(index) {
+            slot.clear();
+            slot.extend_from_slice(tokens);
+        }
+    }
+
+    /// Tells the ledger how busy the engine is, as the llama.cpp engine does.
+    fn report_load(&self) {
+        let (mut running, mut pending) = (0u32, 0u64);
+        for slot in self.slots.iter().filter(|s| s.running.is_some()) {
+            running += 1;
+            let left = slot.tokens.len() - slot.n_past;
+            if left > 1 {
+                pending += left as u64;
+            }
+        }
+        let queued: u64 = self
+            .queue
+            .iter()
+            .map(|j| j.request.prompt.len() as u64)
+            .sum();
+        self.ledger
+            .set_load(running, self.queue.len() as u32, queued + pending);
     }
 
     fn busy(&self) -> bool {
@@ -86,14 +127,19 @@ impl Sim {
                 }
             }
             self.queue.retain(|job| !job.events.is_closed());
-            for slot in &mut self.slots {
+            for index in 0..self.slots.len() {
+                let slot = &mut self.slots[index];
                 if slot.running.as_ref().is_some_and(|r| r.events.is_closed()) {
                     slot.running = None;
+                    // The cache (and the ledger's chain) keeps tokens[..n_past].
                     slot.tokens.truncate(slot.n_past);
+                    self.set_resident(index, &self.slots[index].tokens);
                 }
             }
             self.admit();
+            self.report_load();
             self.step();
+            self.report_load();
         }
     }
 
@@ -120,10 +166,13 @@ impl Sim {
                 cached: &s.tokens[..],
                 last_used: s.last_used,
             });
-            let Some(choice) = slots::choose(candidates, &job.request.prompt) else {
+            let hint = job.request.slot.map(|s| s as usize);
+            let Some(choice) = slots::choose_hinted(candidates, &job.request.prompt, hint) else {
                 self.queue.push_front(job);
                 return;
             };
+            self.ledger.truncate(choice.index, choice.reuse);
+            self.set_resident(choice.index, &job.request.prompt);
             let slot = &mut self.slots[choice.index];
             slot.tokens.clear();
             slot.tokens.extend_from_slice(&job.request.prompt);
@@ -173,21 +222,36 @@ impl Sim {
         if decoded > 0 {
             seconds += 1.0 / self.costs.decode_tokens_per_sec.max(f64::MIN_POSITIVE);
         }
-        std::thread::sleep(Duration::from_secs_f64(seconds.min(3600.0)));
-        for slot in &mut self.slots {
+        let seconds = seconds.min(3600.0);
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        // The modelled time is what a real engine would measure.
+        if prefilled > 0 {
+            self.ledger.record_prefill(prefilled, seconds);
+        } else {
+            self.ledger.record_decode(seconds);
+        }
+        for index in 0..self.slots.len() {
+            let slot = &mut self.slots[index];
             let Some(running) = slot.running.as_mut() else {
                 continue;
             };
-            slot.n_past += running.fed;
-            running.fed = 0;
+            let fed = std::mem::take(&mut running.fed);
+            slot.n_past += fed;
             slot.last_used = self.step;
+            if fed > 0 {
+                self.ledger.extend(index, &slot.tokens[..slot.n_past]);
+            }
             if slot.n_past == slot.tokens.len() {
-                Self::emit(slot, self.ctx);
+                self.emit(index);
             }
         }
     }
 
-    fn emit(slot: &mut Slot, ctx: usize) {
+    /// Emits the next token of slot `index`, whose sequence is all evaluated.
+    /// A slot that goes idle shows its cached tokens in `resident` before
+    /// its caller hears that the generation finished.
+    fn emit(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
         let Some(running) = slot.running.as_mut() else {
             return;
         };
@@ -199,19 +263,24 @@ impl Sim {
             .is_err()
         {
             slot.running = None;
+            self.set_resident(index, &self.slots[index].tokens);
             return;
         }
         slot.tokens.push(token);
-        if running.generated >= running.max_tokens || slot.tokens.len() >= ctx {
-            let outcome = Outcome {
-                finish: FinishReason::Length,
-                prompt_tokens: running.prompt_tokens,
-                cached_tokens: running.cached_tokens,
-                generated_tokens: running.generated,
-            };
-            let _ = running.events.send(GenerateEvent::Finished(outcome));
-            slot.running = None;
-            slot.tokens.truncate(slot.n_past);
+        if running.generated < running.max_tokens && slot.tokens.len() < self.ctx {
+            return;
+        }
+        let outcome = Outcome {
+            finish: FinishReason::Length,
+            prompt_tokens: running.prompt_tokens,
+            cached_tokens: running.cached_tokens,
+            generated_tokens: running.generated,
+        };
+        let finished = slot.running.take();
+        slot.tokens.truncate(slot.n_past);
+        self.set_resident(index, &self.slots[index].tokens);
+        if let Some(finished) = finished {
+            let _ = finished.events.send(GenerateEvent::Finished(outcome));
         }
     }
 }

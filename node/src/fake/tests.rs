@@ -1,7 +1,8 @@
 use std::time::{Duration, Instant};
 
 use superfluid_proto::{
-    FinishReason, GenerateEvent, GenerateRequest, ModelDescription, Outcome, Sampling,
+    block_hashes, model_seed, FinishReason, GenerateEvent, GenerateRequest, KvEvent,
+    ModelDescription, Outcome, Sampling,
 };
 
 use super::{FakeCosts, FakeEngine};
@@ -33,6 +34,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32) -> GenerateRequest {
             ..Sampling::default()
         },
         max_tokens,
+        slot: None,
     }
 }
 
@@ -187,4 +189,109 @@ fn seeds_change_sampled_tokens_reproducibly() {
     let a = run(&engine, sampled(1)).0;
     assert_eq!(a, run(&engine, sampled(1)).0);
     assert_ne!(a, run(&engine, sampled(2)).0);
+}
+
+fn hinted(prompt: Vec<u32>, max_tokens: u32, slot: u32) -> GenerateRequest {
+    GenerateRequest {
+        slot: Some(slot),
+        ..request(prompt, max_tokens)
+    }
+}
+
+#[test]
+fn the_ledger_holds_the_hashes_of_each_slots_cached_blocks() {
+    let engine = engine(2, 512, FAST);
+    let ledger = engine.ledger().clone();
+    let prompt: Vec<u32> = (0..90).map(|i| i * 7 + 3).collect();
+    let (generated, outcome) = run(&engine, hinted(prompt.clone(), 10, 1));
+    assert_eq!(outcome.finish, FinishReason::Length);
+    // The last generated token was never fed back, so it is not cached.
+    let all: Vec<u32> = prompt.iter().chain(&generated).copied().collect();
+    let cached = &all[..all.len() - 1];
+    let chains = ledger.chains();
+    assert!(chains[0].is_empty());
+    assert_eq!(chains[1], block_hashes(model_seed("fake"), cached));
+    assert_eq!(chains[1].len(), 3);
+    assert_eq!(engine.resident()[1], cached);
+
+    // The whole state, then nothing stale; a shorter prompt sharing one block
+    // trims the chain and reports exactly that.
+    let snapshot = ledger.snapshot();
+    assert_eq!(snapshot.events.len(), 3, "{:?}", snapshot.events);
+    assert!(ledger.take().is_none());
+    let (_, outcome) = run(&engine, request(prompt[..40].to_vec(), 1));
+    assert_eq!(outcome.cached_tokens, 39);
+    let update = ledger.take().expect("the trim is reported");
+    assert_eq!(
+        update.events[0],
+        KvEvent::Removed {
+            slot: 1,
+            blocks: chains[1][1..].to_vec()
+        }
+    );
+    assert_eq!(ledger.chains()[1], chains[1][..1]);
+}
+
+#[test]
+fn the_slot_hint_breaks_ties_but_a_longer_cached_prefix_wins() {
+    let engine = engine(3, 256, FAST);
+    // Cold prompts: the hinted slot takes them.
+    run(&engine, hinted(vec![1, 2, 3, 4], 2, 2));
+    assert_eq!(engine.resident()[2][..4], [1, 2, 3, 4]);
+    run(&engine, hinted(vec![9, 8, 7], 2, 0));
+    assert_eq!(engine.resident()[0][..3], [9, 8, 7]);
+    // Slot 2 holds a prefix of this prompt: it wins over the hint.
+    let (_, outcome) = run(&engine, hinted(vec![1, 2, 3, 5], 2, 1));
+    assert_eq!(outcome.cached_tokens, 3);
+    assert_eq!(engine.resident()[2][..4], [1, 2, 3, 5]);
+    // A hint naming no slot is ignored.
+    let (tokens, _) = run(&engine, hinted(vec![6], 2, 99));
+    assert_eq!(tokens.len(), 2);
+}
+
+/// Polls `done` every millisecond for up to five seconds.
+fn wait_for(done: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(5), "timed out");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn resident_shows_an_admitted_prompt_before_it_is_prefilled() {
+    let slow = FakeCosts {
+        prefill_tokens_per_sec: 100.0,
+        decode_tokens_per_sec: 1e5,
+    };
+    let engine = engine(1, 512, slow);
+    let prompt: Vec<u32> = (0..50).collect();
+    let generation = engine.submit(request(prompt.clone(), 1)).expect("submit");
+    wait_for(|| engine.resident()[0] == prompt);
+    // Mid-prefill (0.5 s): nothing is cached yet, and the load says so.
+    wait_for(|| engine.ledger().load_report().running == 1);
+    assert!(engine.ledger().chains()[0].is_empty());
+    assert_eq!(engine.ledger().load_report().queued_prompt_tokens, 50);
+    collect(generation);
+    assert_eq!(engine.resident()[0], prompt);
+    wait_for(|| engine.ledger().load_report().running == 0);
+    let load = engine.ledger().load_report();
+    assert_eq!((load.queued, load.queued_prompt_tokens), (0, 0));
+    assert!(
+        (load.prefill_tokens_per_sec - 100.0).abs() < 1.0,
+        "{load:?}"
+    );
+}
+
+#[test]
+fn decode_steps_set_the_decode_rate() {
+    let costs = FakeCosts {
+        prefill_tokens_per_sec: 1e6,
+        decode_tokens_per_sec: 500.0,
+    };
+    let engine = engine(1, 256, costs);
+    run(&engine, request(vec![1, 2, 3], 5));
+    let load = engine.ledger().load_report();
+    assert!((load.decode_tokens_per_sec - 500.0).abs() < 1.0, "{load:?}");
+    assert!(load.prefill_tokens_per_sec > 0.0);
 }

@@ -2,6 +2,8 @@
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -13,6 +15,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::sampler::Picker;
 use super::{slots, LlamaConfig};
+use crate::ledger::Ledger;
+
+mod prefix;
 
 /// A request on its way to the engine thread.
 pub struct Job {
@@ -54,6 +59,8 @@ pub struct Batcher<'m> {
     prefill_chunk: usize,
     n_vocab: i32,
     step: u64,
+    /// Where every change to the KV sequences, and the load, is reported.
+    ledger: Arc<Ledger>,
 }
 
 impl<'m> Batcher<'m> {
@@ -62,6 +69,7 @@ impl<'m> Batcher<'m> {
         ctx: LlamaContext<'m>,
         config: &LlamaConfig,
         n_batch: usize,
+        ledger: Arc<Ledger>,
     ) -> Self {
         let n_slots = config.slots as usize;
         let slots = (0..n_slots)
@@ -83,6 +91,7 @@ impl<'m> Batcher<'m> {
             prefill_chunk: config.prefill_chunk as usize,
             n_vocab: model.n_vocab(),
             step: 0,
+            ledger,
         }
     }
 
@@ -112,11 +121,34 @@ impl<'m> Batcher<'m> {
             }
             self.drop_cancelled();
             self.admit();
+            self.report_load();
             self.step();
+            self.report_load();
         }
     }
 
-    /// Frees slots whose caller dropped its [`crate::Generation`].
+    /// Tells the ledger how many sequences run, how many requests wait, and
+    /// how many prompt tokens are still to compute over both.
+    fn report_load(&self) {
+        let (mut running, mut pending) = (0u32, 0u64);
+        for slot in self.slots.iter().filter(|s| s.running.is_some()) {
+            running += 1;
+            let left = slot.tokens.len() - slot.n_past;
+            if left > 1 {
+                pending += left as u64;
+            }
+        }
+        let queued: u64 = self
+            .queue
+            .iter()
+            .map(|j| j.request.prompt.len() as u64)
+            .sum();
+        self.ledger
+            .set_load(running, self.queue.len() as u32, queued + pending);
+    }
+
+    /// Frees slots whose caller dropped its [`crate::Generation`]. Their
+    /// sequences keep `tokens[..n_past]`, all the ledger ever covered.
     fn drop_cancelled(&mut self) {
         self.queue.retain(|job| !job.events.is_closed());
         for slot in &mut self.slots {
@@ -149,7 +181,8 @@ impl<'m> Batcher<'m> {
                 .iter()
                 .map(|&t| LlamaToken(t as i32))
                 .collect();
-            let Some(choice) = slots::choose(candidates, &prompt) else {
+            let hint = job.request.slot.map(|s| s as usize);
+            let Some(choice) = slots::choose_hinted(candidates, &prompt, hint) else {
                 self.queue.push_front(job);
                 return;
             };
@@ -170,56 +203,6 @@ impl<'m> Batcher<'m> {
                 generated: 0,
                 fed: 0,
             });
-        }
-    }
-
-    /// A running slot whose evaluated tokens share a longer prefix with
-    /// `prompt` than `beat`: its index and the prefix length.
-    fn running_prefix(&self, prompt: &[LlamaToken], beat: usize) -> Option<(usize, usize)> {
-        let limit = prompt.len().saturating_sub(1);
-        let running = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.running.is_some());
-        running
-            .map(|(i, s)| {
-                (
-                    i,
-                    slots::common_prefix(&s.tokens[..s.n_past], prompt).min(limit),
-                )
-            })
-            .filter(|&(_, len)| len > beat)
-            .max_by_key(|&(_, len)| len)
-    }
-
-    /// Replaces sequence `to` with the first `len` positions of sequence
-    /// `from`; returns the tokens kept.
-    fn copy_prefix(&mut self, from: usize, to: usize, len: usize) -> usize {
-        let _ = self.ctx.clear_kv_cache_seq(Some(to as u32), None, None);
-        match self
-            .ctx
-            .copy_kv_cache_seq(from as i32, to as i32, Some(0), Some(len as u32))
-        {
-            Ok(()) => len,
-            Err(_) => {
-                let _ = self.ctx.clear_kv_cache_seq(Some(to as u32), None, None);
-                0
-            }
-        }
-    }
-
-    /// Drops sequence `seq` after its first `len` positions; returns the tokens kept.
-    fn keep_prefix(&mut self, seq: usize, len: usize) -> usize {
-        let kept = self
-            .ctx
-            .clear_kv_cache_seq(Some(seq as u32), Some(len as u32), None);
-        if kept == Ok(true) {
-            len
-        } else {
-            // Partial removal failed: start the sequence over.
-            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
-            0
         }
     }
 
@@ -253,6 +236,7 @@ impl<'m> Batcher<'m> {
         self.batch.clear();
         self.to_sample.clear();
         let mut budget = self.prefill_chunk;
+        let mut prefilled = 0;
         // Decoding slots (one pending token) first, so prefill never stalls them.
         for pass in 0..2 {
             for (index, slot) in self.slots.iter_mut().enumerate() {
@@ -267,6 +251,7 @@ impl<'m> Batcher<'m> {
                 };
                 if pass == 1 {
                     budget -= take;
+                    prefilled += take;
                 }
                 for p in slot.n_past..slot.n_past + take {
                     let last = p + 1 == slot.tokens.len();
@@ -285,15 +270,29 @@ impl<'m> Batcher<'m> {
             return;
         }
         self.step += 1;
+        let started = Instant::now();
         if let Err(e) = self.ctx.decode(&mut self.batch) {
             self.fail_fed(&format!("llama.cpp could not decode the batch: {e}"));
             return;
         }
-        for slot in &mut self.slots {
-            if let Some(running) = slot.running.as_mut() {
-                slot.n_past += running.fed;
-                running.fed = 0;
-                slot.last_used = self.step;
+        let secs = started.elapsed().as_secs_f64();
+        if prefilled > 0 {
+            self.ledger.record_prefill(prefilled, secs);
+        } else {
+            // One token per decoding stream.
+            self.ledger.record_decode(secs);
+        }
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            let Some(running) = slot.running.as_mut() else {
+                continue;
+            };
+            let fed = std::mem::take(&mut running.fed);
+            slot.n_past += fed;
+            slot.last_used = self.step;
+            if fed > 0 {
+                let tokens = &slot.tokens;
+                self.ledger
+                    .extend_with(index, slot.n_past, |r| tokens[r].iter().map(|t| t.0 as u32));
             }
         }
         for i in 0..self.to_sample.len() {
@@ -336,6 +335,7 @@ impl<'m> Batcher<'m> {
             };
             let _ = running.events.send(GenerateEvent::Finished(outcome));
             slot.running = None;
+            // The KV cache (and the ledger's chain) keeps tokens[..n_past].
             slot.tokens.truncate(slot.n_past);
         }
     }
@@ -357,6 +357,7 @@ impl<'m> Batcher<'m> {
             slot.tokens.clear();
             slot.n_past = 0;
             let _ = self.ctx.clear_kv_cache_seq(Some(index as u32), None, None);
+            self.ledger.clear(index);
         }
     }
 }

@@ -12,6 +12,7 @@ use llama_cpp_2::model::LlamaModel;
 use super::batch_loop::{Batcher, Job};
 use super::LlamaConfig;
 use crate::engine::EngineError;
+use crate::ledger::Ledger;
 
 /// Loads the model, reports readiness, then serves jobs until every sender
 /// is gone and no work is left.
@@ -20,6 +21,7 @@ pub fn run(
     config: &LlamaConfig,
     ready: &SyncSender<Result<(), EngineError>>,
     jobs: Receiver<Job>,
+    ledger: Arc<Ledger>,
 ) {
     let path = config.model_path.display().to_string();
     let model =
@@ -58,5 +60,5 @@ pub fn run(
     if ready.send(Ok(())).is_err() {
         return;
     }
-    Batcher::new(&model, ctx, config, n_batch as usize).serve(&jobs);
+    Batcher::new(&model, ctx, config, n_batch as usize, ledger).serve(&jobs);
 }

@@ -3,7 +3,7 @@
 //! Both engines keep finished sequences resident and hand a new request the
 //! idle slot whose cached tokens share the longest prefix with its prompt, so
 //! that only the rest of the prompt is computed. Ties and misses go to the
-//! least recently used slot.
+//! slot the head suggested, if idle, else to the least recently used slot.
 
 /// Length of the common prefix of `a` and `b`.
 pub fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
@@ -38,14 +38,25 @@ pub fn choose<'a, T: PartialEq + 'a>(
     idle: impl IntoIterator<Item = Candidate<'a, T>>,
     prompt: &[T],
 ) -> Option<Choice> {
+    choose_hinted(idle, prompt, None)
+}
+
+/// [`choose`], except that among the idle slots with the longest reusable
+/// prefix the one numbered `hint` (the slot the head expects to hold the
+/// prompt's prefix) wins, if it is one of them.
+pub fn choose_hinted<'a, T: PartialEq + 'a>(
+    idle: impl IntoIterator<Item = Candidate<'a, T>>,
+    prompt: &[T],
+    hint: Option<usize>,
+) -> Option<Choice> {
     let limit = prompt.len().saturating_sub(1);
     idle.into_iter()
         .map(|c| {
             let reuse = common_prefix(c.cached, prompt).min(limit);
-            (reuse, c.last_used, c.index)
+            (reuse, Some(c.index) == hint, c.last_used, c.index)
         })
-        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
-        .map(|(reuse, _, index)| Choice { index, reuse })
+        .max_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(b.2.cmp(&a.2)))
+        .map(|(reuse, _, _, index)| Choice { index, reuse })
 }
 
 #[cfg(test)]
@@ -83,6 +94,35 @@ mod tests {
         let b = [8];
         let got = choose([cand(0, &a, 9), cand(1, &b, 3)], &[1, 2]);
         assert_eq!(got, Some(Choice { index: 1, reuse: 0 }));
+    }
+
+    #[test]
+    fn the_hint_breaks_ties_but_never_beats_a_longer_prefix() {
+        let a = [7];
+        let b = [8];
+        let c = [1, 2];
+        let idle = || [cand(0, &a, 9), cand(1, &b, 3), cand(2, &c, 5)];
+        // A cold prompt: every idle slot reuses nothing, so the hint wins over LRU.
+        let cold = [5, 6, 7];
+        assert_eq!(
+            choose_hinted(idle(), &cold, Some(0)),
+            Some(Choice { index: 0, reuse: 0 })
+        );
+        assert_eq!(
+            choose_hinted(idle(), &cold, None),
+            Some(Choice { index: 1, reuse: 0 })
+        );
+        // A slot with a longer prefix wins over the hint.
+        let warm = [1, 2, 3];
+        assert_eq!(
+            choose_hinted(idle(), &warm, Some(0)),
+            Some(Choice { index: 2, reuse: 2 })
+        );
+        // A hint naming no idle slot changes nothing.
+        assert_eq!(
+            choose_hinted(idle(), &cold, Some(7)),
+            Some(Choice { index: 1, reuse: 0 })
+        );
     }
 
     #[test]

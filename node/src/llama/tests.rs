@@ -12,6 +12,7 @@ use superfluid_proto::{
 
 use super::{LlamaConfig, LlamaEngine};
 
+mod ledger;
 mod throughput;
 use crate::engine::{Engine, EngineError, Generation};
 
@@ -66,6 +67,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32, sampling: Sampling) -> GenerateReq
         prompt,
         sampling,
         max_tokens,
+        slot: None,
     }
 }
 

@@ -1,0 +1,71 @@
+//! Reusing a cached prefix at admission: trimming a slot's sequence, or
+//! copying the prefix a running slot holds. Every change is reported to the
+//! ledger.
+
+use llama_cpp_2::token::LlamaToken;
+
+use super::{slots, Batcher};
+
+impl Batcher<'_> {
+    /// A running slot whose evaluated tokens share a longer prefix with
+    /// `prompt` than `beat`: its index and the prefix length.
+    pub(super) fn running_prefix(
+        &self,
+        prompt: &[LlamaToken],
+        beat: usize,
+    ) -> Option<(usize, usize)> {
+        let limit = prompt.len().saturating_sub(1);
+        let running = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.running.is_some());
+        running
+            .map(|(i, s)| {
+                (
+                    i,
+                    slots::common_prefix(&s.tokens[..s.n_past], prompt).min(limit),
+                )
+            })
+            .filter(|&(_, len)| len > beat)
+            .max_by_key(|&(_, len)| len)
+    }
+
+    /// Replaces sequence `to` with the first `len` positions of sequence
+    /// `from`; returns the tokens kept.
+    pub(super) fn copy_prefix(&mut self, from: usize, to: usize, len: usize) -> usize {
+        let _ = self.ctx.clear_kv_cache_seq(Some(to as u32), None, None);
+        self.ledger.clear(to);
+        match self
+            .ctx
+            .copy_kv_cache_seq(from as i32, to as i32, Some(0), Some(len as u32))
+        {
+            Ok(()) => {
+                let donor = &self.slots[from].tokens;
+                self.ledger
+                    .extend_with(to, len, |r| donor[r].iter().map(|t| t.0 as u32));
+                len
+            }
+            Err(_) => {
+                let _ = self.ctx.clear_kv_cache_seq(Some(to as u32), None, None);
+                0
+            }
+        }
+    }
+
+    /// Drops sequence `seq` after its first `len` positions; returns the tokens kept.
+    pub(super) fn keep_prefix(&mut self, seq: usize, len: usize) -> usize {
+        let kept = self
+            .ctx
+            .clear_kv_cache_seq(Some(seq as u32), Some(len as u32), None);
+        if kept == Ok(true) {
+            self.ledger.truncate(seq, len);
+            len
+        } else {
+            // Partial removal failed: start the sequence over.
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            self.ledger.clear(seq);
+            0
+        }
+    }
+}
