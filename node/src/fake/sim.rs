@@ -171,18 +171,36 @@ impl Sim {
                 self.queue.push_front(job);
                 return;
             };
-            self.ledger.truncate(choice.index, choice.reuse);
+            let computed = self
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (i, &s.tokens[..s.n_past]));
+            let prompt = &job.request.prompt;
+            let reuse = match slots::donor(computed, choice.index, prompt, choice.reuse) {
+                // As the llama.cpp engine does: copy the longer prefix another
+                // slot holds rather than cut into this slot's sequence.
+                Some((_, len)) => {
+                    self.ledger.clear(choice.index);
+                    self.ledger.extend(choice.index, &prompt[..len]);
+                    len
+                }
+                None => {
+                    self.ledger.truncate(choice.index, choice.reuse);
+                    choice.reuse
+                }
+            };
             self.set_resident(choice.index, &job.request.prompt);
             let slot = &mut self.slots[choice.index];
             slot.tokens.clear();
             slot.tokens.extend_from_slice(&job.request.prompt);
-            slot.n_past = choice.reuse;
+            slot.n_past = reuse;
             slot.running = Some(Running {
                 events: job.events,
                 sampling: job.request.sampling,
                 max_tokens: job.request.max_tokens,
                 prompt_tokens: job.request.prompt.len() as u32,
-                cached_tokens: choice.reuse as u32,
+                cached_tokens: reuse as u32,
                 generated: 0,
                 fed: 0,
             });

@@ -186,7 +186,7 @@ impl<'m> Batcher<'m> {
                 self.queue.push_front(job);
                 return;
             };
-            let reuse = match self.running_prefix(&prompt, choice.reuse) {
+            let reuse = match self.donor_prefix(&prompt, choice.index, choice.reuse) {
                 Some((donor, len)) => self.copy_prefix(donor, choice.index, len),
                 None => self.keep_prefix(choice.index, choice.reuse),
             };

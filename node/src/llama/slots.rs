@@ -1,9 +1,18 @@
 //! Which slot a new request should run in.
 //!
-//! Both engines keep finished sequences resident and hand a new request the
-//! idle slot whose cached tokens share the longest prefix with its prompt, so
-//! that only the rest of the prompt is computed. Ties and misses go to the
-//! slot the head suggested, if idle, else to the least recently used slot.
+//! Both engines keep finished sequences resident so that a conversation's
+//! next turn computes only what is new. A new request therefore takes:
+//!
+//! 1. an idle slot whose whole cached sequence is a prefix of the prompt (the
+//!    conversation continues there, nothing cached is lost), the longest one;
+//! 2. otherwise the idle slot that loses least: an empty one, then the one the
+//!    head suggested, then the least recently used. Its own common prefix
+//!    with the prompt is kept, and the caller may copy a longer prefix from
+//!    another slot (see [`donor`]) rather than cut into that slot's sequence.
+//!
+//! So a new conversation that shares only a system prompt, or a template's
+//! first few tokens, with a resident one never overwrites it while a slot
+//! holding less is idle.
 
 /// Length of the common prefix of `a` and `b`.
 pub fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
@@ -31,9 +40,7 @@ pub struct Choice {
     pub reuse: usize,
 }
 
-/// Picks the idle slot with the longest reusable prefix of `prompt`; among
-/// equals (including no reuse at all) the least recently used one.
-/// Returns `None` when there is no idle slot.
+/// [`choose_hinted`] without a hint.
 pub fn choose<'a, T: PartialEq + 'a>(
     idle: impl IntoIterator<Item = Candidate<'a, T>>,
     prompt: &[T],
@@ -41,22 +48,63 @@ pub fn choose<'a, T: PartialEq + 'a>(
     choose_hinted(idle, prompt, None)
 }
 
-/// [`choose`], except that among the idle slots with the longest reusable
-/// prefix the one numbered `hint` (the slot the head expects to hold the
-/// prompt's prefix) wins, if it is one of them.
+/// Picks the idle slot for `prompt` as the module explains; `hint` is the
+/// slot the head expects to hold the prompt's prefix, preferred among equals.
+/// Returns `None` when there is no idle slot.
 pub fn choose_hinted<'a, T: PartialEq + 'a>(
     idle: impl IntoIterator<Item = Candidate<'a, T>>,
     prompt: &[T],
     hint: Option<usize>,
 ) -> Option<Choice> {
     let limit = prompt.len().saturating_sub(1);
-    idle.into_iter()
+    let scored: Vec<_> = idle
+        .into_iter()
         .map(|c| {
             let reuse = common_prefix(c.cached, prompt).min(limit);
-            (reuse, Some(c.index) == hint, c.last_used, c.index)
+            // Nothing cached is lost: the prompt extends the whole sequence
+            // (or is the sequence itself, when asked again).
+            let continues = !c.cached.is_empty() && reuse >= c.cached.len().min(limit);
+            (c, reuse, continues)
         })
-        .max_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(b.2.cmp(&a.2)))
-        .map(|(reuse, _, _, index)| Choice { index, reuse })
+        .collect();
+    let hinted = |c: &Candidate<'_, T>| Some(c.index) == hint;
+    let continuation = scored.iter().filter(|s| s.2).max_by(|a, b| {
+        a.1.cmp(&b.1)
+            .then(hinted(&a.0).cmp(&hinted(&b.0)))
+            .then(b.0.last_used.cmp(&a.0.last_used))
+    });
+    let (c, reuse, _) = match continuation {
+        Some(best) => best,
+        None => scored.iter().max_by(|a, b| {
+            a.0.cached
+                .is_empty()
+                .cmp(&b.0.cached.is_empty())
+                .then(hinted(&a.0).cmp(&hinted(&b.0)))
+                .then(b.0.last_used.cmp(&a.0.last_used))
+        })?,
+    };
+    Some(Choice {
+        index: c.index,
+        reuse: *reuse,
+    })
+}
+
+/// Among `slots` (index and cached tokens, any state), the one other than
+/// `target` sharing the longest prefix with `prompt`, if longer than `beat`:
+/// its index and the prefix length (at most the prompt's length minus one).
+pub fn donor<'a, T: PartialEq + 'a>(
+    slots: impl IntoIterator<Item = (usize, &'a [T])>,
+    target: usize,
+    prompt: &[T],
+    beat: usize,
+) -> Option<(usize, usize)> {
+    let limit = prompt.len().saturating_sub(1);
+    slots
+        .into_iter()
+        .filter(|&(i, _)| i != target)
+        .map(|(i, cached)| (i, common_prefix(cached, prompt).min(limit)))
+        .filter(|&(_, len)| len > beat)
+        .max_by_key(|&(_, len)| len)
 }
 
 #[cfg(test)]
@@ -86,6 +134,35 @@ mod tests {
         let a = [1, 2, 3, 4];
         let got = choose([cand(0, &a, 0)], &[1, 2, 3]);
         assert_eq!(got, Some(Choice { index: 0, reuse: 2 }));
+    }
+
+    #[test]
+    fn a_new_conversation_never_overwrites_a_resident_one_while_an_empty_slot_is_idle() {
+        // Slot 0 holds a conversation sharing its first tokens (a template)
+        // with the new prompt; slot 1 is empty.
+        let conversation = [1, 2, 3, 4, 5, 6];
+        let empty: [u32; 0] = [];
+        let got = choose(
+            [cand(0, &conversation, 5), cand(1, &empty, 0)],
+            &[1, 2, 9, 9],
+        );
+        assert_eq!(got, Some(Choice { index: 1, reuse: 0 }));
+        // Its next turn goes back to slot 0 and keeps all of it.
+        let next = [1, 2, 3, 4, 5, 6, 7, 8];
+        let got = choose([cand(0, &conversation, 5), cand(1, &empty, 0)], &next);
+        assert_eq!(got, Some(Choice { index: 0, reuse: 6 }));
+    }
+
+    #[test]
+    fn the_donor_is_the_longest_prefix_in_another_slot() {
+        let a = [1, 2, 3, 4];
+        let b = [1, 2];
+        let slots = || [(0, &a[..]), (1, &b[..])];
+        assert_eq!(donor(slots(), 1, &[1, 2, 3, 9], 0), Some((0, 3)));
+        assert_eq!(donor(slots(), 0, &[1, 2, 3, 9], 0), Some((1, 2)));
+        assert_eq!(donor(slots(), 1, &[1, 2, 3, 9], 3), None);
+        // At least one prompt token is left to compute.
+        assert_eq!(donor(slots(), 1, &[1, 2, 3], 0), Some((0, 2)));
     }
 
     #[test]

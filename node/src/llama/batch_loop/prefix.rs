@@ -1,5 +1,5 @@
 //! Reusing a cached prefix at admission: trimming a slot's sequence, or
-//! copying the prefix a running slot holds. Every change is reported to the
+//! copying the prefix another slot holds. Every change is reported to the
 //! ledger.
 
 use llama_cpp_2::token::LlamaToken;
@@ -7,28 +7,20 @@ use llama_cpp_2::token::LlamaToken;
 use super::{slots, Batcher};
 
 impl Batcher<'_> {
-    /// A running slot whose evaluated tokens share a longer prefix with
-    /// `prompt` than `beat`: its index and the prefix length.
-    pub(super) fn running_prefix(
+    /// Another slot (running or idle) whose computed tokens share a longer
+    /// prefix with `prompt` than `beat`: its index and the prefix length.
+    pub(super) fn donor_prefix(
         &self,
         prompt: &[LlamaToken],
+        target: usize,
         beat: usize,
     ) -> Option<(usize, usize)> {
-        let limit = prompt.len().saturating_sub(1);
-        let running = self
+        let computed = self
             .slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.running.is_some());
-        running
-            .map(|(i, s)| {
-                (
-                    i,
-                    slots::common_prefix(&s.tokens[..s.n_past], prompt).min(limit),
-                )
-            })
-            .filter(|&(_, len)| len > beat)
-            .max_by_key(|&(_, len)| len)
+            .map(|(i, s)| (i, &s.tokens[..s.n_past]));
+        slots::donor(computed, target, prompt, beat)
     }
 
     /// Replaces sequence `to` with the first `len` positions of sequence

@@ -46,10 +46,16 @@ fn the_ledger_mirrors_the_kv_cache_and_the_hint_picks_the_slot() {
     assert_eq!(snapshot.events[0], KvEvent::Cleared { slot: 0 });
     assert!(ledger.take().is_none());
 
-    // A follow-up sharing the prompt, hinted to the same slot, reuses it.
-    let follow = hinted(&format!("{text} And then?"), 8, 0);
+    // The conversation's next turn (its prompt, answer and more), hinted to
+    // the same slot, continues there.
+    let mut next: Vec<u32> = first.prompt.iter().chain(&generated).copied().collect();
+    next.extend_from_slice(&first.prompt[..20]);
+    let follow = GenerateRequest {
+        prompt: next,
+        ..hinted(&text, 8, 0)
+    };
     let (generated, outcome) = run(&engine, follow.clone());
-    assert!(outcome.cached_tokens > 0, "{outcome:?}");
+    assert_eq!(outcome.cached_tokens as usize, kept.len(), "{outcome:?}");
     let kept_now = cached(&follow.prompt, &generated, outcome.finish);
     assert_eq!(ledger.chains()[0], block_hashes(seed, &kept_now));
     let update = ledger.take().expect("the follow-up changed slot 0");
@@ -65,6 +71,24 @@ fn the_ledger_mirrors_the_kv_cache_and_the_hint_picks_the_slot() {
         }
     }
     assert_eq!(chain, ledger.chains()[0]);
+
+    // Another conversation sharing only the first 64 tokens takes the empty
+    // slot, with that prefix copied, and leaves slot 0's conversation whole.
+    let before = ledger.chains()[0].clone();
+    let mut branch = first.prompt[..64].to_vec();
+    branch.extend_from_slice(&first.prompt[70..100]);
+    let other = GenerateRequest {
+        prompt: branch.clone(),
+        ..greedy(&text, 4)
+    };
+    let (generated, outcome) = run(&engine, other);
+    assert_eq!(outcome.cached_tokens, 64, "{outcome:?}");
+    let chains = ledger.chains();
+    assert_eq!(chains[0], before, "slot 0 must keep its conversation");
+    assert_eq!(
+        chains[1],
+        block_hashes(seed, &cached(&branch, &generated, outcome.finish))
+    );
 
     // Several chunked prefill steps and decode steps were timed; the load is
     // set right after the step that finished the generation.
