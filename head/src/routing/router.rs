@@ -1,0 +1,314 @@
+//! The stateful router: the block index, each node's load, and the policy.
+//!
+//! The router is not shared by itself; the head wraps it in a mutex. Every
+//! generation it routes is recorded on its node until its [`Ticket`] is
+//! finished: that is the load [`super::route`] predicts from.
+
+use super::index::BlockIndex;
+use super::policy::{route, NodeView, Reason, RoutePolicy, RouteRequest, RouterState};
+use super::NodeKey;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use superfluid_proto::{block_hashes, model_seed, KvUpdate, LoadReport};
+
+/// Weight of the newest generation in a node's mean generation time.
+const EWMA_ALPHA: f64 = 0.2;
+
+/// A routed generation: where it goes and the ticket that tracks it.
+#[derive(Debug, Clone)]
+pub struct Routed {
+    /// The node.
+    pub node: NodeKey,
+    /// The node's slot believed to hold the longest prefix of the prompt.
+    pub slot: Option<u32>,
+    /// Prompt tokens the node is believed to hold cached.
+    pub cached_tokens: usize,
+    /// Predicted time to first token.
+    pub predicted_ttft_secs: f64,
+    /// Why this node.
+    pub reason: Reason,
+    /// Hand back to [`Router::first_token`] and [`Router::finished`].
+    pub ticket: Ticket,
+}
+
+/// One generation dispatched to a node. A plain value: give it back to
+/// [`Router::first_token`] when the first token arrives and to
+/// [`Router::finished`] when the generation ends, however it ends. Tickets
+/// of a node that was removed are ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    node: NodeKey,
+    id: u64,
+    uncached_tokens: u64,
+    dispatched: Instant,
+}
+
+impl Ticket {
+    /// The node the generation went to.
+    pub fn node(&self) -> NodeKey {
+        self.node
+    }
+
+    /// Prompt tokens the node was expected to compute.
+    pub fn uncached_tokens(&self) -> u64 {
+        self.uncached_tokens
+    }
+
+    /// Time since the generation was dispatched.
+    pub fn elapsed(&self) -> Duration {
+        self.dispatched.elapsed()
+    }
+}
+
+/// One node's load, as the router knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeLoad {
+    /// The node.
+    pub key: NodeKey,
+    /// Sequences its engine runs at once.
+    pub slots: u32,
+    /// Generations routed to it and not finished.
+    pub in_flight: u32,
+    /// Uncached prompt tokens of those that have no first token yet.
+    pub pending_prefill_tokens: u64,
+    /// Sequences running, as the node last reported.
+    pub reported_running: u32,
+    /// Requests queued, as the node last reported.
+    pub reported_queued: u32,
+    /// Prompt tokens still to compute, as the node last reported.
+    pub reported_queued_prompt_tokens: u64,
+    /// Measured prompt tokens per second, once reported.
+    pub prefill_tokens_per_sec: Option<f64>,
+    /// Measured tokens per second of one stream, once reported.
+    pub decode_tokens_per_sec: Option<f64>,
+    /// Moving average of the wall time of its completed generations.
+    pub mean_generation_secs: Option<f64>,
+    /// Cached blocks the index holds for it.
+    pub indexed_blocks: usize,
+}
+
+/// What the router records for one node.
+#[derive(Debug)]
+struct NodeRecord {
+    slots: u32,
+    /// Unfinished generations by ticket id: whether each still awaits its
+    /// first token, and its uncached prompt tokens.
+    open: HashMap<u64, (bool, u64)>,
+    pending_prefill: u64,
+    running: u32,
+    queued: u32,
+    queued_prompt_tokens: u64,
+    prefill_rate: Option<f64>,
+    decode_rate: Option<f64>,
+    mean_generation_secs: Option<f64>,
+}
+
+impl NodeRecord {
+    fn new(slots: u32) -> Self {
+        Self {
+            slots,
+            open: HashMap::new(),
+            pending_prefill: 0,
+            running: 0,
+            queued: 0,
+            queued_prompt_tokens: 0,
+            prefill_rate: None,
+            decode_rate: None,
+            mean_generation_secs: None,
+        }
+    }
+
+    fn in_flight(&self) -> u32 {
+        u32::try_from(self.open.len()).unwrap_or(u32::MAX)
+    }
+
+    fn view(&self, key: NodeKey) -> NodeView {
+        NodeView {
+            key,
+            slots: self.slots,
+            in_flight: self.in_flight(),
+            pending_prefill_tokens: self.pending_prefill,
+            prefill_tokens_per_sec: self.prefill_rate.unwrap_or(0.0),
+            decode_tokens_per_sec: self.decode_rate.unwrap_or(0.0),
+            mean_generation_secs: self.mean_generation_secs.unwrap_or(0.0),
+        }
+    }
+}
+
+/// The routing state of one head: block index, per-node load and policy.
+#[derive(Debug)]
+pub struct Router {
+    policy: RoutePolicy,
+    state: RouterState,
+    index: BlockIndex,
+    nodes: HashMap<NodeKey, NodeRecord>,
+    next_ticket: u64,
+}
+
+impl Router {
+    /// A router with no nodes; `seed` seeds the random policy.
+    pub fn new(policy: RoutePolicy, seed: u64) -> Self {
+        Self {
+            policy,
+            state: RouterState::new(seed),
+            index: BlockIndex::new(),
+            nodes: HashMap::new(),
+            next_ticket: 0,
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> RoutePolicy {
+        self.policy
+    }
+
+    /// Changes the policy for later decisions.
+    pub fn set_policy(&mut self, policy: RoutePolicy) {
+        self.policy = policy;
+    }
+
+    /// The block index.
+    pub fn index(&self) -> &BlockIndex {
+        &self.index
+    }
+
+    /// Makes `key` a node with `slots` slots. For a node already known, only
+    /// its slot count changes.
+    pub fn add_node(&mut self, key: NodeKey, slots: u32) {
+        self.nodes
+            .entry(key)
+            .and_modify(|r| r.slots = slots)
+            .or_insert_with(|| NodeRecord::new(slots));
+    }
+
+    /// Forgets `key`: its cached blocks and its load. Its outstanding
+    /// tickets become no-ops, even if the same key is added again.
+    pub fn remove_node(&mut self, key: NodeKey) {
+        self.nodes.remove(&key);
+        self.index.remove_node(key);
+    }
+
+    /// Replays a node's cache changes into the index; ignored for nodes not
+    /// added.
+    pub fn apply_kv(&mut self, key: NodeKey, update: &KvUpdate) {
+        if self.nodes.contains_key(&key) {
+            self.index.apply(key, update);
+        }
+    }
+
+    /// Records a node's load report: its measured rates (those that are
+    /// measured) and, for display, its running, queued and queued prompt
+    /// tokens. A node serving several models keeps its latest report.
+    pub fn apply_load(&mut self, key: NodeKey, report: &LoadReport) {
+        let Some(record) = self.nodes.get_mut(&key) else {
+            return;
+        };
+        let rate = |x: f32| {
+            let x = f64::from(x);
+            (x.is_finite() && x > 0.0).then_some(x)
+        };
+        if let Some(r) = rate(report.prefill_tokens_per_sec) {
+            record.prefill_rate = Some(r);
+        }
+        if let Some(r) = rate(report.decode_tokens_per_sec) {
+            record.decode_rate = Some(r);
+        }
+        record.running = report.running;
+        record.queued = report.queued;
+        record.queued_prompt_tokens = report.queued_prompt_tokens;
+    }
+
+    /// Picks a node among `candidates` (keys not added are skipped) for a
+    /// generation of `model` with token ids `prompt`, and records it as in
+    /// flight there. `None` if no candidate is known.
+    pub fn route(&mut self, model: &str, prompt: &[u32], candidates: &[NodeKey]) -> Option<Routed> {
+        let blocks = block_hashes(model_seed(model), prompt);
+        let views: Vec<NodeView> = candidates
+            .iter()
+            .filter_map(|&key| self.nodes.get(&key).map(|r| r.view(key)))
+            .collect();
+        let request = RouteRequest {
+            blocks: &blocks,
+            prompt_tokens: prompt.len(),
+        };
+        let decision = route(self.policy, &request, &views, &self.index, &mut self.state)?;
+        let key = views.get(decision.node)?.key;
+        let record = self.nodes.get_mut(&key)?;
+        let uncached = prompt.len().saturating_sub(decision.cached_tokens) as u64;
+        let id = self.next_ticket;
+        self.next_ticket += 1;
+        record.open.insert(id, (true, uncached));
+        record.pending_prefill += uncached;
+        Some(Routed {
+            node: key,
+            slot: decision.slot,
+            cached_tokens: decision.cached_tokens,
+            predicted_ttft_secs: decision.predicted_ttft_secs,
+            reason: decision.reason,
+            ticket: Ticket {
+                node: key,
+                id,
+                uncached_tokens: uncached,
+                dispatched: Instant::now(),
+            },
+        })
+    }
+
+    /// The generation produced its first token: its prompt no longer
+    /// delays its node's queue. Calling it again for a ticket does nothing.
+    pub fn first_token(&mut self, ticket: &Ticket) {
+        let Some(record) = self.nodes.get_mut(&ticket.node) else {
+            return;
+        };
+        if let Some((awaiting, uncached)) = record.open.get_mut(&ticket.id) {
+            if *awaiting {
+                *awaiting = false;
+                record.pending_prefill = record.pending_prefill.saturating_sub(*uncached);
+            }
+        }
+    }
+
+    /// The generation ended. If it `completed` (it was not cancelled and
+    /// did not fail), its wall time updates the node's mean generation time.
+    pub fn finished(&mut self, ticket: Ticket, completed: bool) {
+        let Some(record) = self.nodes.get_mut(&ticket.node) else {
+            return;
+        };
+        let Some((awaiting, uncached)) = record.open.remove(&ticket.id) else {
+            return;
+        };
+        if awaiting {
+            record.pending_prefill = record.pending_prefill.saturating_sub(uncached);
+        }
+        if completed {
+            let secs = ticket.elapsed().as_secs_f64();
+            record.mean_generation_secs = Some(match record.mean_generation_secs {
+                Some(mean) => mean + EWMA_ALPHA * (secs - mean),
+                None => secs,
+            });
+        }
+    }
+
+    /// Every node's load, ordered by key.
+    pub fn nodes(&self) -> Vec<NodeLoad> {
+        let mut loads: Vec<NodeLoad> = self
+            .nodes
+            .iter()
+            .map(|(&key, r)| NodeLoad {
+                key,
+                slots: r.slots,
+                in_flight: r.in_flight(),
+                pending_prefill_tokens: r.pending_prefill,
+                reported_running: r.running,
+                reported_queued: r.queued,
+                reported_queued_prompt_tokens: r.queued_prompt_tokens,
+                prefill_tokens_per_sec: r.prefill_rate,
+                decode_tokens_per_sec: r.decode_rate,
+                mean_generation_secs: r.mean_generation_secs,
+                indexed_blocks: self.index.node_blocks(key),
+            })
+            .collect();
+        loads.sort_unstable_by_key(|l| l.key);
+        loads
+    }
+}
