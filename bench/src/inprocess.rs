@@ -25,6 +25,7 @@ pub async fn complete(
             ..Sampling::default()
         },
         max_tokens,
+        slot: None,
     };
     let start = Instant::now();
     let mut generation = engine.submit(request)?;

@@ -4,11 +4,17 @@
 //! (b) through `superfluid serve` over HTTP, and (c) to `llama-server` when
 //! one is given; reports decode tokens/s, prefill tokens/s and time to first
 //! token at 1 and 4 concurrent streams, and the ratios (b)/(a) and (b)/(c).
+//!
+//! `routing`: every routing policy on the same requests, in a simulated
+//! fleet of fake engines of mixed speed and on a real fleet of two nodes;
+//! reports time to first token and prefill tokens avoided, against an
+//! oracle and the targets.
 #![forbid(unsafe_code)]
 
 mod http;
 mod inprocess;
 mod report;
+mod routing;
 mod stats;
 mod workload;
 
@@ -28,6 +34,33 @@ struct Cli {
 enum Command {
     /// The engine in-process vs. `superfluid serve` vs. llama-server.
     Serve(ServeArgs),
+    /// Every routing policy on a simulated fleet and on a real one.
+    Routing(RoutingArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RoutingArgs {
+    /// The GGUF model of the real fleet.
+    #[arg(long, env = "SUPERFLUID_MODEL")]
+    pub model: Option<PathBuf>,
+    /// Seed of every workload: each policy gets the same requests.
+    #[arg(long, default_value_t = 20_261_202)]
+    pub seed: u64,
+    /// Seconds of arrivals per simulated run.
+    #[arg(long, default_value_t = 6.0)]
+    pub sim_seconds: f64,
+    /// Conversations on the real fleet, per policy.
+    #[arg(long, default_value_t = 6)]
+    pub real_conversations: usize,
+    /// Leave out the simulated fleet.
+    #[arg(long)]
+    pub skip_sim: bool,
+    /// Leave out the real fleet.
+    #[arg(long)]
+    pub skip_real: bool,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -63,6 +96,18 @@ pub struct ServeArgs {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
+        Command::Routing(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let report = runtime.block_on(routing::run(&args))?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                routing::report::print_table(&report);
+            }
+            Ok(())
+        }
         Command::Serve(args) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

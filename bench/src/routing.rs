@@ -1,0 +1,201 @@
+//! `bench routing`: every routing policy on the same requests, in a
+//! simulated fleet of fake engines of mixed speed (fast, in-process, the
+//! head's own routing code) and on a real fleet of two llama.cpp nodes
+//! behind a head over loopback Link F and HTTP.
+//!
+//! - [`workload`]: the simulated chats and the no-reuse control;
+//! - [`sim`]: the simulated fleet (engines, router, ledger feeders);
+//! - [`oracle`]: least-ttft with exact, instant knowledge of every cache;
+//! - [`drive`]: running a workload on a fleet, and the capacity calibration;
+//! - [`real`], [`chat`], [`text`]: the real fleet, the HTTP requests a user sends, and their text;
+//! - [`report`]: the numbers, the targets, the table.
+
+mod chat;
+mod drive;
+mod oracle;
+mod real;
+pub mod report;
+mod rng;
+mod sim;
+mod text;
+mod workload;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use llama_cpp_2::llama_backend::LlamaBackend;
+use superfluid_head::routing::RoutePolicy;
+
+use crate::RoutingArgs;
+use report::{Report, SimRate, SimReport};
+use sim::{Hardware, Policy};
+use workload::Shape;
+
+/// The loads measured, as fractions of the slow-path capacity.
+const LOADS: [(&str, f64); 3] = [("light", 0.3), ("medium", 0.6), ("near-saturation", 0.9)];
+
+/// Every policy, in the order reported; the oracle last.
+const POLICIES: [Policy; 5] = [
+    Policy::Head(RoutePolicy::LeastTtft),
+    Policy::Head(RoutePolicy::RoundRobin),
+    Policy::Head(RoutePolicy::LeastLoaded),
+    Policy::Head(RoutePolicy::Random),
+    Policy::Oracle,
+];
+
+fn hardware() -> Hardware {
+    Hardware {
+        nodes: 16,
+        fast_nodes: 4,
+        fast_speedup: 4.0,
+        slots: 4,
+        ctx: 8192,
+        prefill_tokens_per_s: 20_000.0,
+        decode_steps_per_s: 1_000.0,
+    }
+}
+
+async fn simulate(args: &RoutingArgs) -> Result<SimReport> {
+    let hw = hardware();
+    let shape = Shape::default();
+    let seed = args.seed;
+    let window = args.sim_seconds;
+    let sample = workload::chats(&shape, seed, 99, 100.0, 5.0);
+    let calibration = drive::capacity(
+        &hw,
+        &workload::chat_lengths(&sample),
+        seed,
+        Duration::from_secs(1),
+        Duration::from_secs(3),
+    )
+    .await;
+    if calibration.requests_per_s <= 0.0 {
+        bail!("the simulated fleet completed no request while calibrating");
+    }
+    let capacity = calibration.requests_per_s;
+    eprintln!(
+        "sim: slow-path capacity {capacity:.1} requests/s; a fast node completes {:.2}x a slow one's",
+        calibration.fast_to_slow
+    );
+    let (mut chat, mut no_reuse) = (Vec::new(), Vec::new());
+    for (stream, &(load, fraction)) in LOADS.iter().enumerate() {
+        let per_s = fraction * capacity;
+        let conv_per_s = per_s / shape.mean_turns();
+        let chats = Arc::new(workload::chats(
+            &shape,
+            seed,
+            stream as u64,
+            conv_per_s,
+            window,
+        ));
+        let mut policies = Vec::new();
+        for policy in POLICIES {
+            let measured = drive::chats(&hw, policy, seed, &chats).await;
+            eprintln!(
+                "sim chat {load}: {:<13} p50 {:>8.1} ms p99 {:>8.1} ms avoided {}",
+                measured.policy,
+                measured.ttft_p50_ms,
+                measured.ttft_p99_ms,
+                measured.prefill_tokens_avoided
+            );
+            policies.push(measured);
+        }
+        chat.push(SimRate {
+            load: load.into(),
+            fraction_of_capacity: fraction,
+            requests_per_s: per_s,
+            conversations_per_s: Some(conv_per_s),
+            policies,
+        });
+        let lengths = workload::chat_lengths(&chats);
+        let singles = Arc::new(workload::unique(
+            &lengths,
+            seed,
+            stream as u64,
+            per_s,
+            window,
+        ));
+        let mut policies = Vec::new();
+        for policy in POLICIES.into_iter().filter(|p| *p != Policy::Oracle) {
+            let measured = drive::singles(&hw, policy, seed, &singles).await;
+            eprintln!(
+                "sim no-reuse {load}: {:<13} p50 {:>8.1} ms p99 {:>8.1} ms",
+                measured.policy, measured.ttft_p50_ms, measured.ttft_p99_ms
+            );
+            policies.push(measured);
+        }
+        no_reuse.push(SimRate {
+            load: load.into(),
+            fraction_of_capacity: fraction,
+            requests_per_s: per_s,
+            conversations_per_s: None,
+            policies,
+        });
+    }
+    Ok(SimReport {
+        time_scale: format!(
+            "scaled time: a 1x node computes {} prompt tokens/s and {} decode steps/s (a 4x node four times that); TTFT in ms of this scaled time",
+            hw.prefill_tokens_per_s, hw.decode_steps_per_s
+        ),
+        nodes: hw.nodes,
+        fast_nodes: hw.fast_nodes,
+        fast_speedup: hw.fast_speedup,
+        slots: hw.slots,
+        prefill_tokens_per_s: hw.prefill_tokens_per_s,
+        decode_steps_per_s: hw.decode_steps_per_s,
+        shape,
+        window_s: window,
+        slow_path_capacity_requests_per_s: capacity,
+        measured_fast_to_slow_throughput: calibration.fast_to_slow,
+        chat,
+        no_reuse,
+    })
+}
+
+async fn real_fleet(args: &RoutingArgs) -> Result<report::RealReport> {
+    let Some(model) = args.model.clone() else {
+        bail!("the real fleet needs --model (or SUPERFLUID_MODEL); pass --skip-real to measure only the simulated fleet");
+    };
+    if !model.is_file() {
+        bail!("model file {} does not exist; run scripts/setup to install the default model, or pass --model PATH", model.display());
+    }
+    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(false));
+    let backend = Arc::new(LlamaBackend::init().context("initialising llama.cpp")?);
+    let setup = real::Setup {
+        model,
+        seed: args.seed,
+        nodes: 2,
+        slots: 4,
+        ctx: 4096,
+        threads: 1,
+        conversations: args.real_conversations,
+        turns: 4,
+        max_tokens: 32,
+        in_flight: 3,
+        system_words: vec![220, 330, 440],
+    };
+    real::run(&backend, &setup).await
+}
+
+/// Runs the parts not skipped and holds the numbers to the targets.
+pub async fn run(args: &RoutingArgs) -> Result<Report> {
+    let sim = if args.skip_sim {
+        None
+    } else {
+        Some(simulate(args).await.context("the simulated fleet")?)
+    };
+    let real = if args.skip_real {
+        None
+    } else {
+        Some(real_fleet(args).await.context("the real fleet")?)
+    };
+    let targets = report::targets(sim.as_ref(), real.as_ref());
+    Ok(Report {
+        seed: args.seed,
+        all_targets_hold: targets.iter().all(|t| t.holds),
+        sim,
+        real,
+        targets,
+    })
+}
