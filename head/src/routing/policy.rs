@@ -163,7 +163,7 @@ pub struct NodeView {
     pub prefill_tokens_per_sec: f64,
     /// Measured tokens per second of one stream; 0 if unknown.
     pub decode_tokens_per_sec: f64,
-    /// Measured mean wall time of one generation; 0 if unknown.
+    /// Measured mean time one generation holds a slot; 0 if unknown.
     pub mean_generation_secs: f64,
 }
 

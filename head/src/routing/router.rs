@@ -81,10 +81,21 @@ pub struct NodeLoad {
     pub prefill_tokens_per_sec: Option<f64>,
     /// Measured tokens per second of one stream, once reported.
     pub decode_tokens_per_sec: Option<f64>,
-    /// Moving average of the wall time of its completed generations.
+    /// Moving average of how long its completed generations held a slot:
+    /// their prefill at the node's rate, then first token to last.
     pub mean_generation_secs: Option<f64>,
     /// Cached blocks the index holds for it.
     pub indexed_blocks: usize,
+}
+
+/// A generation routed to a node and not finished.
+#[derive(Debug)]
+struct Open {
+    /// Its uncached prompt tokens, counted in the node's pending prefill
+    /// until the first token arrives.
+    uncached: u64,
+    /// When its first token arrived.
+    first_token: Option<Instant>,
 }
 
 /// What the router records for one node.
@@ -93,7 +104,7 @@ struct NodeRecord {
     slots: u32,
     /// Unfinished generations by ticket id: whether each still awaits its
     /// first token, and its uncached prompt tokens.
-    open: HashMap<u64, (bool, u64)>,
+    open: HashMap<u64, Open>,
     pending_prefill: u64,
     running: u32,
     queued: u32,
@@ -237,7 +248,13 @@ impl Router {
         let uncached = prompt.len().saturating_sub(decision.cached_tokens) as u64;
         let id = self.next_ticket;
         self.next_ticket += 1;
-        record.open.insert(id, (true, uncached));
+        record.open.insert(
+            id,
+            Open {
+                uncached,
+                first_token: None,
+            },
+        );
         record.pending_prefill += uncached;
         Some(Routed {
             node: key,
@@ -260,28 +277,36 @@ impl Router {
         let Some(record) = self.nodes.get_mut(&ticket.node) else {
             return;
         };
-        if let Some((awaiting, uncached)) = record.open.get_mut(&ticket.id) {
-            if *awaiting {
-                *awaiting = false;
-                record.pending_prefill = record.pending_prefill.saturating_sub(*uncached);
+        if let Some(open) = record.open.get_mut(&ticket.id) {
+            if open.first_token.is_none() {
+                open.first_token = Some(Instant::now());
+                record.pending_prefill = record.pending_prefill.saturating_sub(open.uncached);
             }
         }
     }
 
     /// The generation ended. If it `completed` (it was not cancelled and
-    /// did not fail), its wall time updates the node's mean generation time.
+    /// did not fail), the time it held a slot updates the node's mean generation time.
     pub fn finished(&mut self, ticket: Ticket, completed: bool) {
         let Some(record) = self.nodes.get_mut(&ticket.node) else {
             return;
         };
-        let Some((awaiting, uncached)) = record.open.remove(&ticket.id) else {
+        let Some(open) = record.open.remove(&ticket.id) else {
             return;
         };
-        if awaiting {
-            record.pending_prefill = record.pending_prefill.saturating_sub(uncached);
-        }
+        let Some(first_token) = open.first_token else {
+            record.pending_prefill = record.pending_prefill.saturating_sub(open.uncached);
+            return;
+        };
         if completed {
-            let secs = ticket.elapsed().as_secs_f64();
+            // How long the generation held a slot: its prefill, at the
+            // node's rate, and its decoding. Time queued before it is the
+            // queue's, which the prediction counts separately.
+            let prefill = open.uncached as f64
+                / record
+                    .prefill_rate
+                    .unwrap_or(super::DEFAULT_PREFILL_TOKENS_PER_SEC);
+            let secs = first_token.elapsed().as_secs_f64() + prefill;
             record.mean_generation_secs = Some(match record.mean_generation_secs {
                 Some(mean) => mean + EWMA_ALPHA * (secs - mean),
                 None => secs,

@@ -170,3 +170,28 @@ fn the_router_spreads_equal_nodes_and_prefers_the_fast_one() {
     router.set_policy(RoutePolicy::Random);
     assert_eq!(router.policy(), RoutePolicy::Random);
 }
+
+#[test]
+fn the_mean_generation_time_leaves_out_time_spent_queued() {
+    let mut router = Router::new(RoutePolicy::LeastTtft, 1);
+    router.add_node(1, 1);
+    // 1000 tokens/s: a 100-token prompt holds the slot 0.1 s for its prefill.
+    router.apply_load(1, &report(1000.0, 100.0));
+    let routed = router.route("m", &prompt(100), &[1]).unwrap();
+    // Queued on the node, then its first token, then done at once.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    router.first_token(&routed.ticket);
+    router.finished(routed.ticket, true);
+    let mean = router.nodes()[0].mean_generation_secs.unwrap();
+    assert!(
+        (0.1..0.25).contains(&mean),
+        "prefill (0.1 s) and decoding, not the 0.3 s queued: {mean}"
+    );
+
+    // A generation that ends without a first token (or is cancelled)
+    // leaves the mean alone.
+    let routed = router.route("m", &prompt(100), &[1]).unwrap();
+    router.finished(routed.ticket, true);
+    assert_eq!(router.nodes()[0].mean_generation_secs, Some(mean));
+    assert_eq!(router.nodes()[0].in_flight, 0);
+}
