@@ -273,6 +273,29 @@ impl Ledger {
         state.queued_prompt_tokens = queued_prompt_tokens;
     }
 
+    /// [`Ledger::set_load`] from the engine's state: for each running slot,
+    /// the tokens it has still to evaluate (a decoding slot's one pending
+    /// token is not prompt), and each queued request's prompt length.
+    pub fn set_load_of(
+        &self,
+        running_left: impl IntoIterator<Item = usize>,
+        queued_prompts: impl IntoIterator<Item = usize>,
+    ) {
+        let (mut running, mut pending) = (0u32, 0u64);
+        for left in running_left {
+            running += 1;
+            if left > 1 {
+                pending += left as u64;
+            }
+        }
+        let (mut queued, mut queued_tokens) = (0u32, 0u64);
+        for len in queued_prompts {
+            queued += 1;
+            queued_tokens += len as u64;
+        }
+        self.set_load(running, queued, queued_tokens + pending);
+    }
+
     /// A step computed `tokens` prompt tokens in `secs` seconds. Zero or
     /// non-finite measurements are ignored.
     pub fn record_prefill(&self, tokens: usize, secs: f64) {

@@ -81,7 +81,10 @@ mod tests {
     fn only_full_blocks_are_hashed() {
         let seed = model_seed("m");
         assert!(block_hashes(seed, &tokens(BLOCK_TOKENS - 1, 0)).is_empty());
-        assert_eq!(block_hashes(seed, &tokens(BLOCK_TOKENS * 3 + 5, 0)).len(), 3);
+        assert_eq!(
+            block_hashes(seed, &tokens(BLOCK_TOKENS * 3 + 5, 0)).len(),
+            3
+        );
     }
 
     #[test]

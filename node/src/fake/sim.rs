@@ -89,21 +89,11 @@ impl Sim {
 
     /// Tells the ledger how busy the engine is, as the llama.cpp engine does.
     fn report_load(&self) {
-        let (mut running, mut pending) = (0u32, 0u64);
-        for slot in self.slots.iter().filter(|s| s.running.is_some()) {
-            running += 1;
-            let left = slot.tokens.len() - slot.n_past;
-            if left > 1 {
-                pending += left as u64;
-            }
-        }
-        let queued: u64 = self
-            .queue
-            .iter()
-            .map(|j| j.request.prompt.len() as u64)
-            .sum();
-        self.ledger
-            .set_load(running, self.queue.len() as u32, queued + pending);
+        let running = self.slots.iter().filter(|s| s.running.is_some());
+        self.ledger.set_load_of(
+            running.map(|s| s.tokens.len() - s.n_past),
+            self.queue.iter().map(|j| j.request.prompt.len()),
+        );
     }
 
     fn busy(&self) -> bool {

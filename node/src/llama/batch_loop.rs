@@ -130,21 +130,11 @@ impl<'m> Batcher<'m> {
     /// Tells the ledger how many sequences run, how many requests wait, and
     /// how many prompt tokens are still to compute over both.
     fn report_load(&self) {
-        let (mut running, mut pending) = (0u32, 0u64);
-        for slot in self.slots.iter().filter(|s| s.running.is_some()) {
-            running += 1;
-            let left = slot.tokens.len() - slot.n_past;
-            if left > 1 {
-                pending += left as u64;
-            }
-        }
-        let queued: u64 = self
-            .queue
-            .iter()
-            .map(|j| j.request.prompt.len() as u64)
-            .sum();
-        self.ledger
-            .set_load(running, self.queue.len() as u32, queued + pending);
+        let running = self.slots.iter().filter(|s| s.running.is_some());
+        self.ledger.set_load_of(
+            running.map(|s| s.tokens.len() - s.n_past),
+            self.queue.iter().map(|j| j.request.prompt.len()),
+        );
     }
 
     /// Frees slots whose caller dropped its [`crate::Generation`]. Their
