@@ -90,18 +90,7 @@ pub async fn complete(
     let (mut chunks, mut usage_tokens) = (0u32, None);
     while let Some(bytes) = stream.next().await {
         buf.extend_from_slice(&bytes?);
-        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-            let event: Vec<u8> = buf.drain(..end + 2).collect();
-            let text = String::from_utf8_lossy(&event);
-            let Some(data) = text.trim().strip_prefix("data:") else {
-                continue;
-            };
-            let data = data.trim();
-            if data == "[DONE]" {
-                continue;
-            }
-            let chunk: Value =
-                serde_json::from_str(data).with_context(|| format!("bad chunk {data}"))?;
+        for chunk in drain_chunks(&mut buf)? {
             if let Some(n) = chunk["usage"]["completion_tokens"].as_u64() {
                 usage_tokens = Some(n as u32);
             }
@@ -121,4 +110,40 @@ pub async fn complete(
         tokens: usage_tokens.unwrap_or(chunks),
         prompt_tokens,
     })
+}
+
+/// Takes every complete server-sent event out of `buf` and returns the JSON
+/// of its `data:` line; `[DONE]` and lines without data are skipped. An
+/// incomplete event stays in `buf` for the next bytes.
+pub fn drain_chunks(buf: &mut Vec<u8>) -> Result<Vec<Value>> {
+    let mut chunks = Vec::new();
+    while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+        let event: Vec<u8> = buf.drain(..end + 2).collect();
+        let text = String::from_utf8_lossy(&event);
+        let Some(data) = text.trim().strip_prefix("data:") else {
+            continue;
+        };
+        let data = data.trim();
+        if data == "[DONE]" {
+            continue;
+        }
+        chunks.push(serde_json::from_str(data).with_context(|| format!("bad chunk {data}"))?);
+    }
+    Ok(chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn complete_events_are_parsed_and_a_partial_one_waits() {
+        let mut buf = b"data: {\"a\":1}\n\ndata: [DONE]\n\n: comment\n\ndata: {\"b\"".to_vec();
+        let chunks = drain_chunks(&mut buf).unwrap();
+        assert_eq!(chunks, vec![json!({"a": 1})]);
+        assert_eq!(buf, b"data: {\"b\"");
+        buf.extend_from_slice(b":2}\n\n");
+        assert_eq!(drain_chunks(&mut buf).unwrap(), vec![json!({"b": 2})]);
+        assert!(drain_chunks(&mut b"data: nope\n\n".to_vec()).is_err());
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -67,20 +67,9 @@ pub async fn complete(
     let mut usage = None;
     while let Some(bytes) = stream.next().await {
         buf.extend_from_slice(&bytes?);
-        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-            let event: Vec<u8> = buf.drain(..end + 2).collect();
-            let text = String::from_utf8_lossy(&event);
-            let Some(data) = text.trim().strip_prefix("data:") else {
-                continue;
-            };
-            let data = data.trim();
-            if data == "[DONE]" {
-                continue;
-            }
-            let chunk: Value =
-                serde_json::from_str(data).with_context(|| format!("bad chunk {data}"))?;
+        for chunk in crate::http::drain_chunks(&mut buf)? {
             if chunk.get("error").is_some() {
-                bail!("the stream failed: {data}");
+                bail!("the stream failed: {chunk}");
             }
             if chunk["usage"].is_object() {
                 usage = Some(chunk["usage"].clone());
