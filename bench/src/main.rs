@@ -50,8 +50,15 @@ pub struct RoutingArgs {
     #[arg(long, default_value_t = 6.0)]
     pub sim_seconds: f64,
     /// Conversations on the real fleet, per policy.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 12)]
     pub real_conversations: usize,
+    /// Simulate only these loads (light, medium, near-saturation); all
+    /// three by default. Repeat the flag for several.
+    #[arg(long = "load", value_parser = ["light", "medium", "near-saturation"])]
+    pub loads: Vec<String>,
+    /// Simulate only this workload (chat or no-reuse); both by default.
+    #[arg(long, value_parser = ["chat", "no-reuse"])]
+    pub workload: Option<String>,
     /// Leave out the simulated fleet.
     #[arg(long)]
     pub skip_sim: bool,

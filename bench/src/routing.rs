@@ -79,7 +79,11 @@ async fn simulate(args: &RoutingArgs) -> Result<SimReport> {
         calibration.fast_to_slow
     );
     let (mut chat, mut no_reuse) = (Vec::new(), Vec::new());
+    let wanted = |w: &str| args.workload.as_deref().is_none_or(|only| only == w);
     for (stream, &(load, fraction)) in LOADS.iter().enumerate() {
+        if !args.loads.is_empty() && !args.loads.iter().any(|l| l == load) {
+            continue;
+        }
         let per_s = fraction * capacity;
         let conv_per_s = per_s / shape.mean_turns();
         let chats = Arc::new(workload::chats(
@@ -89,25 +93,18 @@ async fn simulate(args: &RoutingArgs) -> Result<SimReport> {
             conv_per_s,
             window,
         ));
-        let mut policies = Vec::new();
-        for policy in POLICIES {
-            let measured = drive::chats(&hw, policy, seed, &chats).await;
-            eprintln!(
-                "sim chat {load}: {:<13} p50 {:>8.1} ms p99 {:>8.1} ms avoided {}",
-                measured.policy,
-                measured.ttft_p50_ms,
-                measured.ttft_p99_ms,
-                measured.prefill_tokens_avoided
-            );
-            policies.push(measured);
+        if wanted("chat") {
+            chat.push(SimRate {
+                load: load.into(),
+                fraction_of_capacity: fraction,
+                requests_per_s: per_s,
+                conversations_per_s: Some(conv_per_s),
+                policies: chat_policies(&hw, seed, load, &chats).await,
+            });
         }
-        chat.push(SimRate {
-            load: load.into(),
-            fraction_of_capacity: fraction,
-            requests_per_s: per_s,
-            conversations_per_s: Some(conv_per_s),
-            policies,
-        });
+        if !wanted("no-reuse") {
+            continue;
+        }
         let lengths = workload::chat_lengths(&chats);
         let singles = Arc::new(workload::unique(
             &lengths,
@@ -153,6 +150,28 @@ async fn simulate(args: &RoutingArgs) -> Result<SimReport> {
     })
 }
 
+/// Every policy and the oracle on the chat workload `chats`.
+async fn chat_policies(
+    hw: &Hardware,
+    seed: u64,
+    load: &str,
+    chats: &Arc<workload::Chats>,
+) -> Vec<report::SimPolicy> {
+    let mut policies = Vec::new();
+    for policy in POLICIES {
+        let measured = drive::chats(hw, policy, seed, chats).await;
+        eprintln!(
+            "sim chat {load}: {:<13} p50 {:>8.1} ms p99 {:>8.1} ms avoided {}",
+            measured.policy,
+            measured.ttft_p50_ms,
+            measured.ttft_p99_ms,
+            measured.prefill_tokens_avoided
+        );
+        policies.push(measured);
+    }
+    policies
+}
+
 async fn real_fleet(args: &RoutingArgs) -> Result<report::RealReport> {
     let Some(model) = args.model.clone() else {
         bail!("the real fleet needs --model (or SUPERFLUID_MODEL); pass --skip-real to measure only the simulated fleet");
@@ -174,6 +193,7 @@ async fn real_fleet(args: &RoutingArgs) -> Result<report::RealReport> {
         max_tokens: 32,
         in_flight: 3,
         system_words: vec![220, 330, 440],
+        notes_words: 150,
     };
     real::run(&backend, &setup).await
 }

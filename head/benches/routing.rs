@@ -81,11 +81,14 @@ fn views() -> Vec<NodeView> {
             } else {
                 60.0 + (key % 4) as f64 * 30.0
             },
-            mean_generation_secs: if key % 3 == 0 {
+            mean_decode_secs: if key % 3 == 0 {
                 0.0
             } else {
                 1.0 + (key % 6) as f64
             },
+            decoding_secs: (0..(key % 11).min(SLOTS as u64))
+                .map(|i| 0.1 * i as f64)
+                .collect(),
         })
         .collect()
 }

@@ -28,6 +28,8 @@ mod index_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]
+mod predict_tests;
+#[cfg(test)]
 mod router_tests;
 
 pub use index::{BlockIndex, Match};

@@ -40,6 +40,8 @@ pub struct Setup {
     pub in_flight: usize,
     /// Minimum words of each system prompt.
     pub system_words: Vec<usize>,
+    /// Minimum words of the notes in each conversation's first message.
+    pub notes_words: usize,
 }
 
 const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -162,7 +164,10 @@ impl Workload<'_> {
         let mut rng = Rng::derive(self.setup.seed, 300 + i as u64);
         let mut records = Vec::new();
         for turn in 0..self.setup.turns {
-            messages.push(("user".into(), text::user_message(&mut rng, i, turn)));
+            messages.push((
+                "user".into(),
+                text::user_message(&mut rng, i, turn, self.setup.notes_words),
+            ));
             let prompt = self.tokens(&messages)?;
             let sent = Instant::now();
             let reply = chat::complete(
@@ -314,6 +319,7 @@ pub async fn run(backend: &Arc<LlamaBackend>, setup: &Setup) -> Result<RealRepor
         max_tokens: setup.max_tokens,
         in_flight: setup.in_flight,
         system_prompt_tokens,
+        first_message_notes_words: setup.notes_words,
         policies,
     })
 }

@@ -102,6 +102,9 @@ pub struct RealReport {
     pub in_flight: usize,
     /// Tokens of each system prompt rendered alone.
     pub system_prompt_tokens: Vec<usize>,
+    /// Minimum words of the notes only one conversation has, in its first
+    /// message.
+    pub first_message_notes_words: usize,
     pub policies: Vec<RealPolicy>,
 }
 
@@ -156,7 +159,7 @@ pub fn targets(sim: Option<&SimReport>, real_fleet: Option<&RealReport>) -> Vec<
                 );
             }
         }
-        if let Some(top) = sim.chat.last() {
+        if let Some(top) = sim.chat.last().filter(|r| r.load == "near-saturation") {
             if let (Some(d), Some(rr)) = (find(top, "least-ttft"), find(top, "round-robin")) {
                 let ratio = rr.ttft_p50_ms / d.ttft_p50_ms.max(1e-9);
                 push(

@@ -71,12 +71,29 @@ pub fn system_prompt(rng: &mut Rng, role: usize, min_words: usize) -> String {
     text
 }
 
-/// The user's message of conversation `conversation`, turn `turn`.
-pub fn user_message(rng: &mut Rng, conversation: usize, turn: usize) -> String {
+/// The user's message of conversation `conversation`, turn `turn`. The
+/// first carries notes of at least `notes_words` words that only this
+/// conversation has, as a user pastes a document to ask about it.
+pub fn user_message(rng: &mut Rng, conversation: usize, turn: usize, notes_words: usize) -> String {
     let topic = rng.pick(&TOPICS);
     let place = rng.pick(&PLACES);
     if turn == 0 {
-        format!("Hello, I am visitor {conversation}. I have a question about {topic} at {place}. What should I do?")
+        let mut text = format!("Hello, I am visitor {conversation}. My notes so far:");
+        let start = text.split_whitespace().count();
+        let mut visit = 1;
+        while text.split_whitespace().count() < start + notes_words {
+            let (topic, place) = (rng.pick(&TOPICS), rng.pick(&PLACES));
+            text.push_str(&format!(
+                " On visit {visit} I asked at {place} about {topic}, and was told that {} {}.",
+                rng.pick(&SUBJECTS),
+                rng.pick(&RULES)
+            ));
+            visit += 1;
+        }
+        text.push_str(&format!(
+            " Now I have a question about {topic} at {place}. What should I do?"
+        ));
+        text
     } else {
         format!("Thank you. One more thing, question {turn}: what about {topic} at {place}?")
     }
@@ -93,6 +110,15 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.split_whitespace().count() >= 250);
         assert_ne!(a, system_prompt(&mut Rng::derive(0, 4), 1, 250));
-        assert!(user_message(&mut Rng::derive(0, 1), 3, 0).contains("visitor 3"));
+        let first = user_message(&mut Rng::derive(0, 1), 3, 0, 100);
+        assert!(first.contains("visitor 3"));
+        assert!(first.split_whitespace().count() >= 100);
+        assert_ne!(first, user_message(&mut Rng::derive(0, 2), 3, 0, 100));
+        assert!(
+            user_message(&mut Rng::derive(0, 1), 3, 1, 100)
+                .split_whitespace()
+                .count()
+                < 30
+        );
     }
 }

@@ -7,9 +7,7 @@
 //!
 //! ```text
 //! predicted_ttft = queue_wait + (prompt_tokens - cached_tokens) / prefill_rate
-//! queue_wait     = pending_prefill_tokens / prefill_rate + slot_wait
-//! slot_wait      = 0                                                      if in_flight < slots
-//!                = (in_flight - slots + 1) / slots * mean_generation_secs  otherwise
+//! queue_wait     = max(pending_prefill_tokens / prefill_rate, slot_wait)
 //! ```
 //!
 //! - `cached_tokens` is the longest prefix of the prompt the node holds in
@@ -18,15 +16,33 @@
 //! - `pending_prefill_tokens` are the uncached prompt tokens of generations
 //!   already sent there that have not produced a first token: they are
 //!   computed before the new prompt.
-//! - `slot_wait`: with every slot busy, the new generation waits for
-//!   `in_flight - slots + 1` generations to finish, `slots` at a time.
+//! - `slot_wait` is 0 while a slot is free. With every slot taken, it is
+//!   when the next slot frees: a generation decoding for `t` seconds frees
+//!   its slot in `mean_decode_secs - t` (at least 0); one still waiting for
+//!   its first token holds a slot for its share of the pending prompts and
+//!   then `mean_decode_secs`. Generations queued at the node take the
+//!   earliest free slots in turn; the new one gets the next.
+//! - The two waits overlap (the node computes the prompts ahead while the
+//!   others decode), hence the larger of them.
 //! - A rate the node has not measured yet is the median of the rates the
 //!   other candidates measured, or with none measured,
 //!   [`DEFAULT_PREFILL_TOKENS_PER_SEC`] and [`DEFAULT_DECODE_TOKENS_PER_SEC`].
-//!   An unknown mean generation time is 128 tokens at the decode rate.
+//!   An unknown mean decoding time is 128 tokens at the decode rate.
 //!
-//! `least-ttft` picks the lowest prediction. Predictions within 1% or 1 ms
-//! of each other are ties, won by the node with fewer generations in flight
+//! `least-ttft` picks the node with the lowest cost, the prediction with
+//! its queue wait counted twice:
+//!
+//! ```text
+//! cost = 2 x queue_wait + (prompt_tokens - cached_tokens) / prefill_rate
+//! ```
+//!
+//! A generation that joins a queue also delays every generation sent to
+//! that node after it, while one computed at once on an idle node delays no
+//! one. Counting the wait once makes long prompts pile up on the fastest
+//! nodes until their queues are as slow as the idle nodes, and then every
+//! generation there waits.
+//!
+//! Costs within 1% or 1 ms of each other are ties, won by the node with fewer generations in flight
 //! per slot, and then in turn, so equal idle nodes share the work.
 
 use super::index::{BlockIndex, Match};
@@ -163,8 +179,13 @@ pub struct NodeView {
     pub prefill_tokens_per_sec: f64,
     /// Measured tokens per second of one stream; 0 if unknown.
     pub decode_tokens_per_sec: f64,
-    /// Measured mean time one generation holds a slot; 0 if unknown.
-    pub mean_generation_secs: f64,
+    /// Measured mean time from a generation's first token to its last; 0
+    /// if unknown.
+    pub mean_decode_secs: f64,
+    /// How long each generation sent to it that has produced its first
+    /// token has been decoding, in seconds. The others in flight are
+    /// prefilling or queued.
+    pub decoding_secs: Vec<f64>,
 }
 
 /// The generation to route.
@@ -288,7 +309,7 @@ pub fn route(
                 .iter()
                 .map(|v| {
                     let (_, cached) = warmth(v);
-                    (cached, rates.ttft(v, request.prompt_tokens, cached))
+                    (cached, rates.cost(v, request.prompt_tokens, cached))
                 })
                 .collect();
             let best = scored.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);

@@ -11,7 +11,8 @@ fn idle(key: NodeKey) -> NodeView {
         pending_prefill_tokens: 0,
         prefill_tokens_per_sec: 0.0,
         decode_tokens_per_sec: 0.0,
-        mean_generation_secs: 0.0,
+        mean_decode_secs: 0.0,
+        decoding_secs: Vec::new(),
     }
 }
 

@@ -4,8 +4,11 @@
 use super::policy::{NodeView, DEFAULT_DECODE_TOKENS_PER_SEC, DEFAULT_PREFILL_TOKENS_PER_SEC};
 
 /// Generated tokens assumed per generation when a node has no measured mean
-/// generation time.
+/// decoding time.
 const ASSUMED_GENERATION_TOKENS: f64 = 128.0;
+
+/// How many times least-ttft counts a queue wait.
+const QUEUE_WEIGHT: f64 = 2.0;
 
 /// The rates used for nodes that have not measured their own.
 pub(crate) struct Rates {
@@ -26,19 +29,65 @@ impl Rates {
     /// Predicted time to first token for a prompt of `prompt` tokens of
     /// which `cached` are cached on `node`.
     pub(crate) fn ttft(&self, node: &NodeView, prompt: usize, cached: usize) -> f64 {
-        let prefill = known(node.prefill_tokens_per_sec).unwrap_or(self.prefill);
-        let decode = known(node.decode_tokens_per_sec).unwrap_or(self.decode);
-        let generation =
-            known(node.mean_generation_secs).unwrap_or(ASSUMED_GENERATION_TOKENS / decode);
-        let slots = node.slots.max(1);
-        let slot_wait = if node.in_flight < slots {
-            0.0
-        } else {
-            f64::from(node.in_flight - slots + 1) / f64::from(slots) * generation
-        };
-        let queue_wait = node.pending_prefill_tokens as f64 / prefill + slot_wait;
-        queue_wait + prompt.saturating_sub(cached) as f64 / prefill
+        let (queue_wait, prefill) = self.parts(node, prompt, cached);
+        queue_wait + prefill
     }
+
+    /// What least-ttft minimises: the predicted time to first token with
+    /// its queue wait counted [`QUEUE_WEIGHT`] times.
+    pub(crate) fn cost(&self, node: &NodeView, prompt: usize, cached: usize) -> f64 {
+        let (queue_wait, prefill) = self.parts(node, prompt, cached);
+        QUEUE_WEIGHT * queue_wait + prefill
+    }
+
+    /// The predicted queue wait and prefill time, in seconds.
+    fn parts(&self, node: &NodeView, prompt: usize, cached: usize) -> (f64, f64) {
+        let prefill = known(node.prefill_tokens_per_sec).unwrap_or(self.prefill);
+        let decode = known(node.mean_decode_secs).unwrap_or_else(|| {
+            ASSUMED_GENERATION_TOKENS / known(node.decode_tokens_per_sec).unwrap_or(self.decode)
+        });
+        let prefill_wait = node.pending_prefill_tokens as f64 / prefill;
+        let queue_wait = prefill_wait.max(slot_wait(node, prefill_wait, decode));
+        (queue_wait, prompt.saturating_sub(cached) as f64 / prefill)
+    }
+}
+
+/// Seconds until one of `node`'s slots is free for a new generation, given
+/// the seconds its pending prompts take (`prefill_wait`) and the mean
+/// seconds a generation decodes (`decode`).
+///
+/// A generation decoding for `t` seconds frees its slot in `decode - t`
+/// (at least 0); one still waiting for its first token holds a slot for its
+/// share of `prefill_wait` and then `decode`. The waiting ones take slots
+/// first come, first served, each as the earliest slot frees.
+fn slot_wait(node: &NodeView, prefill_wait: f64, decode: f64) -> f64 {
+    let slots = node.slots.max(1) as usize;
+    let in_flight = node.in_flight as usize;
+    if in_flight < slots {
+        return 0.0;
+    }
+    let decoding = node.decoding_secs.len().min(in_flight);
+    let waiting = in_flight - decoding;
+    let waiting_hold = prefill_wait / waiting.max(1) as f64 + decode;
+    // When each slot frees: decoding generations first, then the waiting
+    // ones already holding a slot.
+    let mut free: Vec<f64> = node
+        .decoding_secs
+        .iter()
+        .take(slots)
+        .map(|&t| (decode - t).max(0.0))
+        .collect();
+    let seated = (slots - free.len()).min(waiting);
+    free.extend(std::iter::repeat_n(waiting_hold, seated));
+    free.resize(slots, 0.0);
+    // Every generation queued at the node takes the earliest free slot.
+    for _ in 0..waiting - seated {
+        let Some(earliest) = free.iter_mut().min_by(|a, b| a.total_cmp(b)) else {
+            break;
+        };
+        *earliest += waiting_hold;
+    }
+    free.into_iter().fold(f64::INFINITY, f64::min)
 }
 
 /// `x` if it is a usable measurement (finite and positive).

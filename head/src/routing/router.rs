@@ -84,6 +84,9 @@ pub struct NodeLoad {
     /// Moving average of how long its completed generations held a slot:
     /// their prefill at the node's rate, then first token to last.
     pub mean_generation_secs: Option<f64>,
+    /// Moving average of the time from first token to last of its
+    /// completed generations.
+    pub mean_decode_secs: Option<f64>,
     /// Cached blocks the index holds for it.
     pub indexed_blocks: usize,
 }
@@ -112,6 +115,7 @@ struct NodeRecord {
     prefill_rate: Option<f64>,
     decode_rate: Option<f64>,
     mean_generation_secs: Option<f64>,
+    mean_decode_secs: Option<f64>,
 }
 
 impl NodeRecord {
@@ -126,6 +130,7 @@ impl NodeRecord {
             prefill_rate: None,
             decode_rate: None,
             mean_generation_secs: None,
+            mean_decode_secs: None,
         }
     }
 
@@ -133,7 +138,7 @@ impl NodeRecord {
         u32::try_from(self.open.len()).unwrap_or(u32::MAX)
     }
 
-    fn view(&self, key: NodeKey) -> NodeView {
+    fn view(&self, key: NodeKey, now: Instant) -> NodeView {
         NodeView {
             key,
             slots: self.slots,
@@ -141,7 +146,13 @@ impl NodeRecord {
             pending_prefill_tokens: self.pending_prefill,
             prefill_tokens_per_sec: self.prefill_rate.unwrap_or(0.0),
             decode_tokens_per_sec: self.decode_rate.unwrap_or(0.0),
-            mean_generation_secs: self.mean_generation_secs.unwrap_or(0.0),
+            mean_decode_secs: self.mean_decode_secs.unwrap_or(0.0),
+            decoding_secs: self
+                .open
+                .values()
+                .filter_map(|o| o.first_token)
+                .map(|t| now.saturating_duration_since(t).as_secs_f64())
+                .collect(),
         }
     }
 }
@@ -234,9 +245,10 @@ impl Router {
     /// flight there. `None` if no candidate is known.
     pub fn route(&mut self, model: &str, prompt: &[u32], candidates: &[NodeKey]) -> Option<Routed> {
         let blocks = block_hashes(model_seed(model), prompt);
+        let now = Instant::now();
         let views: Vec<NodeView> = candidates
             .iter()
-            .filter_map(|&key| self.nodes.get(&key).map(|r| r.view(key)))
+            .filter_map(|&key| self.nodes.get(&key).map(|r| r.view(key, now)))
             .collect();
         let request = RouteRequest {
             blocks: &blocks,
@@ -306,11 +318,9 @@ impl Router {
                 / record
                     .prefill_rate
                     .unwrap_or(super::DEFAULT_PREFILL_TOKENS_PER_SEC);
-            let secs = first_token.elapsed().as_secs_f64() + prefill;
-            record.mean_generation_secs = Some(match record.mean_generation_secs {
-                Some(mean) => mean + EWMA_ALPHA * (secs - mean),
-                None => secs,
-            });
+            let decode = first_token.elapsed().as_secs_f64();
+            record.mean_generation_secs = Some(ewma(record.mean_generation_secs, decode + prefill));
+            record.mean_decode_secs = Some(ewma(record.mean_decode_secs, decode));
         }
     }
 
@@ -330,10 +340,20 @@ impl Router {
                 prefill_tokens_per_sec: r.prefill_rate,
                 decode_tokens_per_sec: r.decode_rate,
                 mean_generation_secs: r.mean_generation_secs,
+                mean_decode_secs: r.mean_decode_secs,
                 indexed_blocks: self.index.node_blocks(key),
             })
             .collect();
         loads.sort_unstable_by_key(|l| l.key);
         loads
+    }
+}
+
+/// `mean` moved towards `sample` by [`EWMA_ALPHA`], or `sample` if there is
+/// no mean yet.
+fn ewma(mean: Option<f64>, sample: f64) -> f64 {
+    match mean {
+        Some(mean) => mean + EWMA_ALPHA * (sample - mean),
+        None => sample,
     }
 }

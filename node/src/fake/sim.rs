@@ -35,6 +35,9 @@ struct Running {
     cached_tokens: u32,
     generated: u32,
     fed: usize,
+    /// Its place in the order of admission: prompts are computed first
+    /// come, first served, as the llama.cpp engine does.
+    admitted: u64,
 }
 
 /// `tokens[..n_past]` are "in the cache"; a running slot evaluates the rest.
@@ -51,6 +54,8 @@ pub struct Sim {
     slots: Vec<Slot>,
     queue: VecDeque<Job>,
     step: u64,
+    /// Generations admitted so far.
+    admitted: u64,
     ledger: Arc<Ledger>,
     resident: Resident,
 }
@@ -74,6 +79,7 @@ impl Sim {
             slots: slots.collect(),
             queue: VecDeque::new(),
             step: 0,
+            admitted: 0,
             ledger,
             resident,
         }
@@ -193,7 +199,9 @@ impl Sim {
                 cached_tokens: reuse as u32,
                 generated: 0,
                 fed: 0,
+                admitted: self.admitted,
             });
+            self.admitted += 1;
         }
     }
 
@@ -202,8 +210,11 @@ impl Sim {
     fn step(&mut self) {
         let mut budget = PREFILL_CHUNK;
         let (mut decoded, mut prefilled) = (0usize, 0usize);
+        let mut order: Vec<usize> = (0..self.slots.len()).collect();
+        order.sort_by_key(|&i| self.slots[i].running.as_ref().map(|r| r.admitted));
         for pass in 0..2 {
-            for slot in &mut self.slots {
+            for &index in &order {
+                let slot = &mut self.slots[index];
                 let Some(running) = slot.running.as_mut() else {
                     continue;
                 };

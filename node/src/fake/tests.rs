@@ -295,3 +295,43 @@ fn decode_steps_set_the_decode_rate() {
     assert!((load.decode_tokens_per_sec - 500.0).abs() < 1.0, "{load:?}");
     assert!(load.prefill_tokens_per_sec > 0.0);
 }
+
+/// Seconds from submitting to the first token.
+fn first_token_after(mut generation: Generation, sent: Instant) -> Duration {
+    while let Some(event) = generation.events.blocking_recv() {
+        if let GenerateEvent::Tokens(_) = event {
+            return sent.elapsed();
+        }
+    }
+    panic!("no token");
+}
+
+#[test]
+fn prompts_are_computed_in_the_order_they_arrived() {
+    // 20 ms per 512-token chunk.
+    let costs = FakeCosts {
+        prefill_tokens_per_sec: 25_600.0,
+        decode_tokens_per_sec: 1e5,
+    };
+    let engine = engine(2, 4096, costs);
+    // Two finished conversations: the older in slot 1, the newer in slot
+    // 0. A long prompt then takes slot 1, the least recently used, and the
+    // newer conversation's next turn, sent just after it, slot 0.
+    run(&engine, request((100..164).collect(), 1));
+    let conversation: Vec<u32> = (1..=64).collect();
+    run(&engine, request(conversation.clone(), 1));
+    let long: Vec<u32> = (10_000..12_000).collect();
+    let sent = Instant::now();
+    let first = engine.submit(request(long, 1)).expect("submit");
+    let mut next_turn = conversation;
+    next_turn.extend(20_000..20_600);
+    let second = engine.submit(request(next_turn, 1)).expect("submit");
+    let (first, second) = (
+        std::thread::spawn(move || first_token_after(first, sent)),
+        std::thread::spawn(move || first_token_after(second, sent)),
+    );
+    let (first, second) = (first.join().unwrap(), second.join().unwrap());
+    // First come, first served: the 2000-token prompt (4 chunks) is done
+    // before the later 600 tokens (2 chunks) in the lower slot.
+    assert!(first < second, "{first:?} vs {second:?}");
+}

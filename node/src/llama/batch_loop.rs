@@ -35,6 +35,9 @@ struct Running {
     generated: u32,
     /// Tokens put in the current batch.
     fed: usize,
+    /// Its place in the order of admission: prompts are computed first
+    /// come, first served.
+    admitted: u64,
 }
 
 /// One KV sequence. `tokens[..n_past]` are in the KV cache; a running slot
@@ -59,6 +62,10 @@ pub struct Batcher<'m> {
     prefill_chunk: usize,
     n_vocab: i32,
     step: u64,
+    /// Generations admitted so far.
+    admitted: u64,
+    /// Slot indices in the order their prompts get the prefill budget.
+    prefill_order: Vec<usize>,
     /// Where every change to the KV sequences, and the load, is reported.
     ledger: Arc<Ledger>,
 }
@@ -91,6 +98,8 @@ impl<'m> Batcher<'m> {
             prefill_chunk: config.prefill_chunk as usize,
             n_vocab: model.n_vocab(),
             step: 0,
+            admitted: 0,
+            prefill_order: Vec::with_capacity(n_slots),
             ledger,
         }
     }
@@ -192,7 +201,9 @@ impl<'m> Batcher<'m> {
                 cached_tokens: reuse as u32,
                 generated: 0,
                 fed: 0,
+                admitted: self.admitted,
             });
+            self.admitted += 1;
         }
     }
 
@@ -227,9 +238,15 @@ impl<'m> Batcher<'m> {
         self.to_sample.clear();
         let mut budget = self.prefill_chunk;
         let mut prefilled = 0;
-        // Decoding slots (one pending token) first, so prefill never stalls them.
+        let mut order = std::mem::take(&mut self.prefill_order);
+        order.clear();
+        order.extend(0..self.slots.len());
+        order.sort_by_key(|&i| self.slots[i].running.as_ref().map(|r| r.admitted));
+        // Decoding slots (one pending token) first, so prefill never stalls
+        // them; then prompts in the order they were admitted.
         for pass in 0..2 {
-            for (index, slot) in self.slots.iter_mut().enumerate() {
+            for &index in &order {
+                let slot = &mut self.slots[index];
                 let Some(running) = slot.running.as_mut() else {
                     continue;
                 };
@@ -256,6 +273,7 @@ impl<'m> Batcher<'m> {
                 running.fed = take;
             }
         }
+        self.prefill_order = order;
         if self.batch.n_tokens() == 0 {
             return;
         }
