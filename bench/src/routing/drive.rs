@@ -64,12 +64,15 @@ fn summarise(policy: Policy, samples: Vec<Sample>, wall: Duration) -> SimPolicy 
         }
     }
     let n = ttft.len().max(1) as f64;
+    let mean = ttft.iter().sum::<f64>() / n;
     SimPolicy {
         policy: policy.name().into(),
         requests: ttft.len(),
         failed,
         ttft_p50_ms: percentile(&mut ttft, 0.5),
+        ttft_p90_ms: percentile(&mut ttft, 0.9),
         ttft_p99_ms: percentile(&mut ttft, 0.99),
+        ttft_mean_ms: mean,
         prefill_tokens_computed: computed,
         prefill_tokens_avoided: avoided,
         fast_node_share: fast as f64 / n,

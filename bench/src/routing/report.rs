@@ -17,7 +17,9 @@ pub struct SimPolicy {
     pub failed: usize,
     /// Time to first token in milliseconds of scaled time.
     pub ttft_p50_ms: f64,
+    pub ttft_p90_ms: f64,
     pub ttft_p99_ms: f64,
+    pub ttft_mean_ms: f64,
     /// Sum over generations of prompt tokens minus cached tokens.
     pub prefill_tokens_computed: u64,
     /// Sum over generations of `Outcome::cached_tokens`.
@@ -209,19 +211,31 @@ pub fn targets(sim: Option<&SimReport>, real_fleet: Option<&RealReport>) -> Vec<
 fn print_rates(title: &str, rates: &[SimRate]) {
     println!("{title}");
     println!(
-        "  {:<22} {:<13} {:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>6}",
-        "load", "policy", "reqs", "p50 ms", "p99 ms", "computed", "avoided", "avoided", "fast"
+        "  {:<22} {:<13} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>8} {:>6}",
+        "load",
+        "policy",
+        "reqs",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "mean ms",
+        "computed",
+        "avoided",
+        "avoided",
+        "fast"
     );
     for rate in rates {
         for p in &rate.policies {
             let total = (p.prefill_tokens_computed + p.prefill_tokens_avoided).max(1);
             println!(
-                "  {:<22} {:<13} {:>6} {:>9.1} {:>9.1} {:>10} {:>10} {:>7.1}% {:>5.0}%",
+                "  {:<22} {:<13} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>10} {:>7.1}% {:>5.0}%",
                 format!("{} {:.0}/s", rate.load, rate.requests_per_s),
                 p.policy,
                 p.requests,
                 p.ttft_p50_ms,
+                p.ttft_p90_ms,
                 p.ttft_p99_ms,
+                p.ttft_mean_ms,
                 p.prefill_tokens_computed,
                 p.prefill_tokens_avoided,
                 100.0 * p.prefill_tokens_avoided as f64 / total as f64,
