@@ -93,8 +93,8 @@ pub struct ServeArgs {
     /// Tokens generated per request.
     #[arg(long, default_value_t = 128)]
     pub max_tokens: u32,
-    /// Rounds of each measurement (each round uses fresh prompts).
-    #[arg(long, default_value_t = 3)]
+    /// Rounds; each round measures every contender in turn on fresh prompts.
+    #[arg(long, default_value_t = 6)]
     pub rounds: u32,
     /// Print one JSON object instead of a table.
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! Runs every contender on the same requests and puts the numbers side by side.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -85,42 +85,80 @@ impl Bench<'_> {
         }
     }
 
-    async fn measure(&self, name: &str, target: Target<'_>) -> Result<Contender> {
-        self.one(&target, &workload::story_prompt(999, 0), 8)
-            .await
-            .context("warm-up request")?;
-        let mut streams = Vec::new();
-        for concurrency in [1usize, 4] {
-            let (mut timings, mut wall) = (Vec::new(), std::time::Duration::ZERO);
-            for round in 0..self.args.rounds {
-                let round = round + 100 * concurrency as u32;
-                let start = Instant::now();
-                let batch = futures::future::join_all((0..concurrency).map(|s| {
-                    let prompt = workload::story_prompt(round, s);
-                    let target = &target;
-                    async move { self.one(target, &prompt, self.args.max_tokens).await }
-                }))
-                .await;
-                wall += start.elapsed();
-                for t in batch {
-                    timings.push(t?);
-                }
+    /// One round on `target`: a request alone, then 4 at once, then a
+    /// long prompt for prefill; every prompt fresh in this round.
+    async fn round(&self, target: &Target<'_>, round: u32, into: &mut Samples) -> Result<()> {
+        for (i, concurrency) in [1usize, 4].into_iter().enumerate() {
+            let prompts_round = round + 100 * concurrency as u32;
+            let start = Instant::now();
+            let batch = futures::future::join_all((0..concurrency).map(|s| {
+                let prompt = workload::story_prompt(prompts_round, s);
+                async move { self.one(target, &prompt, self.args.max_tokens).await }
+            }))
+            .await;
+            into.wall[i] += start.elapsed();
+            for t in batch {
+                into.streams[i].push(t?);
             }
-            streams.push(summarise(concurrency, &timings, wall));
         }
-        let mut prefill = Vec::new();
-        for round in 0..self.args.rounds {
-            prefill.push(
-                self.one(&target, &workload::long_prompt(round + 500), 1)
-                    .await?,
-            );
-        }
-        Ok(Contender {
-            name: name.into(),
-            streams,
-            prefill_tokens_per_s: prefill_rate(&prefill),
-        })
+        into.prefill.push(
+            self.one(target, &workload::long_prompt(round + 500), 1)
+                .await?,
+        );
+        Ok(())
     }
+}
+
+/// What one contender measured over the rounds.
+#[derive(Default)]
+struct Samples {
+    /// Requests at 1 and at 4 concurrent streams.
+    streams: [Vec<RequestTiming>; 2],
+    /// Wall time of the rounds at 1 and at 4 streams.
+    wall: [Duration; 2],
+    /// The long prompts.
+    prefill: Vec<RequestTiming>,
+}
+
+impl Samples {
+    fn contender(&self, name: &str) -> Contender {
+        Contender {
+            name: name.into(),
+            streams: vec![
+                summarise(1, &self.streams[0], self.wall[0]),
+                summarise(4, &self.streams[1], self.wall[1]),
+            ],
+            prefill_tokens_per_s: prefill_rate(&self.prefill),
+        }
+    }
+}
+
+/// Runs every contender on the same rounds, interleaved: round `r` visits
+/// them all, starting with a different one each round, so a machine that
+/// speeds up or slows down during the run weighs on all of them alike.
+async fn interleaved(bench: &Bench<'_>, targets: &[(&str, Target<'_>)]) -> Result<Vec<Contender>> {
+    for (name, target) in targets {
+        bench
+            .one(target, &workload::story_prompt(999, 0), 8)
+            .await
+            .with_context(|| format!("warm-up request to {name}"))?;
+    }
+    let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
+    for round in 0..bench.args.rounds {
+        for k in 0..targets.len() {
+            let i = (round as usize + k) % targets.len();
+            let (name, target) = &targets[i];
+            bench
+                .round(target, round, &mut samples[i])
+                .await
+                .with_context(|| format!("measuring {name}"))?;
+        }
+    }
+    Ok(targets
+        .iter()
+        .zip(&samples)
+        .map(|((name, _), s)| s.contender(name))
+        .collect())
 }
 
 fn at(c: &Contender, i: usize) -> &Summary {
@@ -139,7 +177,8 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
     }
 }
 
-/// `bench serve`: in-process engine, then `superfluid serve`, then llama-server.
+/// `bench serve`: the in-process engine, `superfluid serve` and llama-server
+/// (when given), all started first and then measured round by round.
 pub async fn serve(args: &ServeArgs) -> Result<Report> {
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(false));
     let backend = Arc::new(LlamaBackend::init()?);
@@ -156,7 +195,6 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
             .build()?,
     };
     let model_id = superfluid_proto::model_id_from_path(&args.model);
-    let mut contenders = Vec::new();
 
     let config = LlamaConfig {
         model_path: args.model.clone(),
@@ -166,13 +204,6 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         ..LlamaConfig::default()
     };
     let engine: Arc<dyn Engine> = Arc::new(LlamaEngine::start(backend.clone(), config)?);
-    contenders.push(
-        bench
-            .measure("in_process", Target::InProcess(&engine))
-            .await
-            .context("measuring the engine in-process")?,
-    );
-    drop(engine);
 
     let (t, s, c) = (
         args.threads.to_string(),
@@ -195,53 +226,61 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
     .map(|a| a.to_string())
     .chain([args.model.display().to_string()])
     .collect();
-    let server = http::start(&args.superfluid, &serve_args).await?;
-    let measured = bench
-        .measure(
+    let serve = http::start(&args.superfluid, &serve_args)
+        .await
+        .context("starting superfluid serve")?;
+    let llama_server = match &args.llama_server {
+        Some(binary) => {
+            let total_ctx = (args.ctx * args.slots).to_string();
+            let ls_args: Vec<String> = [
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "{port}",
+                "-t",
+                &t,
+                "-tb",
+                &t,
+                "-np",
+                &s,
+                "-c",
+                &total_ctx,
+                "-m",
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .chain([args.model.display().to_string()])
+            .collect();
+            Some(
+                http::start(binary, &ls_args)
+                    .await
+                    .context("starting llama-server")?,
+            )
+        }
+        None => None,
+    };
+    let mut targets = vec![
+        ("in_process", Target::InProcess(&engine)),
+        (
             "superfluid_serve",
+            Target::Http {
+                base: &serve.base,
+                model: &model_id,
+            },
+        ),
+    ];
+    if let Some(server) = &llama_server {
+        targets.push((
+            "llama_server",
             Target::Http {
                 base: &server.base,
                 model: &model_id,
             },
-        )
-        .await;
-    drop(server);
-    contenders.push(measured.context("measuring superfluid serve")?);
-
-    if let Some(llama_server) = &args.llama_server {
-        let total_ctx = (args.ctx * args.slots).to_string();
-        let ls_args: Vec<String> = [
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "{port}",
-            "-t",
-            &t,
-            "-tb",
-            &t,
-            "-np",
-            &s,
-            "-c",
-            &total_ctx,
-            "-m",
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .chain([args.model.display().to_string()])
-        .collect();
-        let server = http::start(llama_server, &ls_args).await?;
-        let measured = bench
-            .measure(
-                "llama_server",
-                Target::Http {
-                    base: &server.base,
-                    model: &model_id,
-                },
-            )
-            .await;
-        drop(server);
-        contenders.push(measured.context("measuring llama-server")?);
+        ));
     }
+    let contenders = interleaved(&bench, &targets).await?;
+    drop(targets);
+    drop((serve, llama_server, engine));
 
     let mut all = vec![ratios(&contenders[1], &contenders[0])];
     if contenders.len() > 2 {
