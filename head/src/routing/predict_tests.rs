@@ -1,7 +1,7 @@
 //! The time-to-first-token model on hand-built nodes.
 
 use super::predict::Rates;
-use super::{route, BlockIndex, NodeView, RoutePolicy, RouteRequest, RouterState};
+use super::{route, BlockIndex, Decision, NodeView, RoutePolicy, RouteRequest, RouterState};
 
 /// A node of 2 slots computing 1000 prompt tokens/s whose generations
 /// decode for 1 s on average.
@@ -20,6 +20,23 @@ fn node(in_flight: u32, pending_prefill_tokens: u64, decoding_secs: &[f64]) -> N
 
 fn ttft(view: &NodeView, prompt: usize) -> f64 {
     Rates::of(std::slice::from_ref(view)).ttft(view, prompt, 0)
+}
+
+/// Least-ttft's choice among `nodes` for a prompt of `prompt_tokens`
+/// uncached tokens.
+fn least_ttft(nodes: &[NodeView], prompt_tokens: usize) -> Decision {
+    let request = RouteRequest {
+        blocks: &[],
+        prompt_tokens,
+    };
+    route(
+        RoutePolicy::LeastTtft,
+        &request,
+        nodes,
+        &BlockIndex::new(),
+        &mut RouterState::new(0),
+    )
+    .unwrap()
 }
 
 fn close(actual: f64, expected: f64) {
@@ -72,18 +89,7 @@ fn least_ttft_weighs_a_queue_more_than_its_own_prompt() {
     let mut slow = node(0, 0, &[]);
     slow.key = 2;
     let nodes = [fast, slow];
-    let request = RouteRequest {
-        blocks: &[],
-        prompt_tokens: 1000,
-    };
-    let d = route(
-        RoutePolicy::LeastTtft,
-        &request,
-        &nodes,
-        &BlockIndex::new(),
-        &mut RouterState::new(0),
-    )
-    .unwrap();
+    let d = least_ttft(&nodes, 1000);
     // Fast: 0.4 s queued + 0.25 s = 0.65 s; slow: 1 s. Counting the queue
     // twice, 1.05 s against 1 s.
     close(Rates::of(&nodes).ttft(&nodes[0], 1000, 0), 0.65);
@@ -92,14 +98,7 @@ fn least_ttft_weighs_a_queue_more_than_its_own_prompt() {
     // With a shorter queue the fast node wins.
     let mut nodes = nodes;
     nodes[0].decoding_secs = vec![0.8, 0.8];
-    let d = route(
-        RoutePolicy::LeastTtft,
-        &request,
-        &nodes,
-        &BlockIndex::new(),
-        &mut RouterState::new(0),
-    )
-    .unwrap();
+    let d = least_ttft(&nodes, 1000);
     assert_eq!(d.node, 0);
     close(d.predicted_ttft_secs, 0.45);
 }
