@@ -184,7 +184,8 @@ pub struct NodeView {
     pub mean_decode_secs: f64,
     /// How long each generation sent to it that has produced its first
     /// token has been decoding, in seconds. The others in flight are
-    /// prefilling or queued.
+    /// prefilling or queued. Only read while every slot is taken, so the
+    /// router fills it only then.
     pub decoding_secs: Vec<f64>,
 }
 

@@ -147,12 +147,17 @@ impl NodeRecord {
             prefill_tokens_per_sec: self.prefill_rate.unwrap_or(0.0),
             decode_tokens_per_sec: self.decode_rate.unwrap_or(0.0),
             mean_decode_secs: self.mean_decode_secs.unwrap_or(0.0),
-            decoding_secs: self
-                .open
-                .values()
-                .filter_map(|o| o.first_token)
-                .map(|t| now.saturating_duration_since(t).as_secs_f64())
-                .collect(),
+            // Only a full node's slot wait needs them: no allocation per
+            // node and decision otherwise.
+            decoding_secs: if self.in_flight() < self.slots.max(1) {
+                Vec::new()
+            } else {
+                self.open
+                    .values()
+                    .filter_map(|o| o.first_token)
+                    .map(|t| now.saturating_duration_since(t).as_secs_f64())
+                    .collect()
+            },
         }
     }
 }
