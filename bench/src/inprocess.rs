@@ -10,6 +10,25 @@ use superfluid_proto::{GenerateEvent, GenerateRequest, Sampling};
 
 use crate::stats::RequestTiming;
 
+/// A greedy generation of `prompt` on `model`, run in `slot` if given.
+pub fn greedy(
+    model: &str,
+    prompt: Vec<u32>,
+    max_tokens: u32,
+    slot: Option<u32>,
+) -> GenerateRequest {
+    GenerateRequest {
+        model: model.to_owned(),
+        prompt,
+        sampling: Sampling {
+            temperature: 0.0,
+            ..Sampling::default()
+        },
+        max_tokens,
+        slot,
+    }
+}
+
 /// One greedy generation of `prompt`, timed as a client would see it.
 pub async fn complete(
     engine: &Arc<dyn Engine>,
@@ -17,16 +36,7 @@ pub async fn complete(
     max_tokens: u32,
 ) -> Result<RequestTiming> {
     let prompt_tokens = prompt.len() as u32;
-    let request = GenerateRequest {
-        model: engine.info().model.id.clone(),
-        prompt,
-        sampling: Sampling {
-            temperature: 0.0,
-            ..Sampling::default()
-        },
-        max_tokens,
-        slot: None,
-    };
+    let request = greedy(&engine.info().model.id, prompt, max_tokens, None);
     let start = Instant::now();
     let mut generation = engine.submit(request)?;
     let (mut first, mut last, mut tokens) = (None, start, 0u32);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use superfluid_head::routing::RoutePolicy;
 use superfluid_node::Engine;
-use superfluid_proto::{GenerateEvent, GenerateRequest, Sampling};
+use superfluid_proto::GenerateEvent;
 use tokio::task::JoinSet;
 use tokio::time::sleep_until;
 
@@ -16,6 +16,7 @@ use super::report::SimPolicy;
 use super::rng::Rng;
 use super::sim::{Done, Fleet, Hardware, Policy, MODEL};
 use super::workload::{Chats, Single};
+use crate::inprocess::greedy;
 use crate::stats::percentile;
 
 /// Time for the fleet's feeders to send their first snapshots.
@@ -155,16 +156,7 @@ pub async fn singles(
 
 /// Runs one greedy generation on `engine` to its end.
 async fn run_direct(engine: &dyn Engine, prompt: Vec<u32>, max_tokens: u32) -> Result<()> {
-    let request = GenerateRequest {
-        model: MODEL.into(),
-        prompt,
-        sampling: Sampling {
-            temperature: 0.0,
-            ..Sampling::default()
-        },
-        max_tokens,
-        slot: None,
-    };
+    let request = greedy(MODEL, prompt, max_tokens, None);
     let mut generation = engine.submit(request)?;
     while let Some(event) = generation.events.recv().await {
         match event {

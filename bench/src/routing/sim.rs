@@ -10,10 +10,11 @@ use anyhow::{anyhow, bail, Result};
 use superfluid_head::routing::{NodeKey, RoutePolicy, Router};
 use superfluid_node::fake::{FakeCosts, FakeEngine};
 use superfluid_node::{Engine, Ledger};
-use superfluid_proto::{GenerateEvent, GenerateRequest, ModelDescription, Outcome, Sampling};
+use superfluid_proto::{GenerateEvent, ModelDescription, Outcome};
 use tokio::task::JoinHandle;
 
 use super::oracle::Oracle;
+use crate::inprocess::greedy;
 
 /// The model id every fake engine serves.
 pub const MODEL: &str = "sim-model";
@@ -200,16 +201,7 @@ impl Fleet {
             finish(false);
             bail!("the router chose an unknown node {}", routed.node);
         };
-        let request = GenerateRequest {
-            model: MODEL.into(),
-            prompt,
-            sampling: Sampling {
-                temperature: 0.0,
-                ..Sampling::default()
-            },
-            max_tokens,
-            slot: routed.slot,
-        };
+        let request = greedy(MODEL, prompt, max_tokens, routed.slot);
         let mut generation = match engine.submit(request) {
             Ok(g) => g,
             Err(e) => {
