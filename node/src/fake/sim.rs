@@ -161,6 +161,9 @@ impl Sim {
                 index,
                 cached: &s.tokens[..],
                 last_used: s.last_used,
+                beside_running: slots::beside_running(index, |i| {
+                    self.slots.get(i).is_some_and(|s| s.running.is_some())
+                }),
             });
             let hint = job.request.slot.map(|s| s as usize);
             let Some(choice) = slots::choose_hinted(candidates, &job.request.prompt, hint) else {

@@ -173,6 +173,9 @@ impl<'m> Batcher<'m> {
                     index,
                     cached: &s.tokens[..],
                     last_used: s.last_used,
+                    beside_running: slots::beside_running(index, |i| {
+                        self.slots.get(i).is_some_and(|s| s.running.is_some())
+                    }),
                 });
             let prompt: Vec<LlamaToken> = job
                 .request
@@ -236,44 +239,25 @@ impl<'m> Batcher<'m> {
     fn step(&mut self) {
         self.batch.clear();
         self.to_sample.clear();
-        let mut budget = self.prefill_chunk;
-        let mut prefilled = 0;
-        let mut order = std::mem::take(&mut self.prefill_order);
-        order.clear();
-        order.extend(0..self.slots.len());
-        order.sort_by_key(|&i| self.slots[i].running.as_ref().map(|r| r.admitted));
-        // Decoding slots (one pending token) first, so prefill never stalls
-        // them; then prompts in the order they were admitted.
-        for pass in 0..2 {
-            for &index in &order {
-                let slot = &mut self.slots[index];
-                let Some(running) = slot.running.as_mut() else {
-                    continue;
-                };
-                let pending = slot.tokens.len() - slot.n_past;
-                let take = match pass {
-                    0 if pending == 1 => 1,
-                    1 if pending > 1 => pending.min(budget),
-                    _ => continue,
-                };
-                if pass == 1 {
-                    budget -= take;
-                    prefilled += take;
+        let prefilled = self.share_out_tokens();
+        // Tokens go into the batch in slot order: llama.cpp computes
+        // neighbouring KV streams together, so in this order every run of
+        // busy slots is one pass over the weights.
+        for (index, slot) in self.slots.iter().enumerate() {
+            let Some(running) = slot.running.as_ref() else {
+                continue;
+            };
+            for p in slot.n_past..slot.n_past + running.fed {
+                let last = p + 1 == slot.tokens.len();
+                if last {
+                    self.to_sample.push((index, self.batch.n_tokens()));
                 }
-                for p in slot.n_past..slot.n_past + take {
-                    let last = p + 1 == slot.tokens.len();
-                    if last {
-                        self.to_sample.push((index, self.batch.n_tokens()));
-                    }
-                    // The batch holds `prefill_chunk + slots` tokens, so this cannot overflow.
-                    let _ = self
-                        .batch
-                        .add(slot.tokens[p], p as i32, &[index as i32], last);
-                }
-                running.fed = take;
+                // The batch holds `prefill_chunk + slots` tokens, so this cannot overflow.
+                let _ = self
+                    .batch
+                    .add(slot.tokens[p], p as i32, &[index as i32], last);
             }
         }
-        self.prefill_order = order;
         if self.batch.n_tokens() == 0 {
             return;
         }
@@ -307,6 +291,37 @@ impl<'m> Batcher<'m> {
             let (index, batch_index) = self.to_sample[i];
             self.sample(index, batch_index);
         }
+    }
+
+    /// Sets how many tokens each running slot feeds this step: one for every
+    /// decoding slot, so prefill never stalls them; then prompt chunks
+    /// under the prefill budget, in the order the prompts were admitted.
+    /// Returns the prompt tokens fed.
+    fn share_out_tokens(&mut self) -> usize {
+        let mut budget = self.prefill_chunk;
+        let mut order = std::mem::take(&mut self.prefill_order);
+        order.clear();
+        order.extend(0..self.slots.len());
+        order.sort_by_key(|&i| self.slots[i].running.as_ref().map(|r| r.admitted));
+        for pass in 0..2 {
+            for &index in &order {
+                let slot = &mut self.slots[index];
+                let Some(running) = slot.running.as_mut() else {
+                    continue;
+                };
+                let pending = slot.tokens.len() - slot.n_past;
+                running.fed = match pass {
+                    0 if pending == 1 => 1,
+                    1 if pending > 1 => pending.min(budget),
+                    _ => continue,
+                };
+                if pass == 1 {
+                    budget -= running.fed;
+                }
+            }
+        }
+        self.prefill_order = order;
+        self.prefill_chunk - budget
     }
 
     fn sample(&mut self, index: usize, batch_index: i32) {

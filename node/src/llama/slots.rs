@@ -6,7 +6,8 @@
 //! 1. an idle slot whose whole cached sequence is a prefix of the prompt (the
 //!    conversation continues there, nothing cached is lost), the longest one;
 //! 2. otherwise the idle slot that loses least: an empty one, then the one the
-//!    head suggested, then the least recently used. Its own common prefix
+//!    head suggested, then one beside a running slot (see [`beside_running`]),
+//!    then the least recently used. Its own common prefix
 //!    with the prompt is kept, and the caller may copy a longer prefix from
 //!    another slot (see [`donor`]) rather than cut into that slot's sequence.
 //!
@@ -28,6 +29,16 @@ pub struct Candidate<'a, T> {
     pub cached: &'a [T],
     /// When the slot was last used (a step counter; lower is older).
     pub last_used: u64,
+    /// Whether a neighbouring slot is running (see [`beside_running`]).
+    pub beside_running: bool,
+}
+
+/// Whether a slot next to `index` is running. Each slot is its own KV
+/// stream, and llama.cpp computes neighbouring streams in one pass over the
+/// weights: a generation beside a running one joins its pass, while one
+/// across an idle slot costs a second pass every step.
+pub fn beside_running(index: usize, running: impl Fn(usize) -> bool) -> bool {
+    (index > 0 && running(index - 1)) || running(index + 1)
 }
 
 /// The slot chosen for a prompt and how many of its cached tokens to keep.
@@ -80,6 +91,7 @@ pub fn choose_hinted<'a, T: PartialEq + 'a>(
                 .is_empty()
                 .cmp(&b.0.cached.is_empty())
                 .then(hinted(&a.0).cmp(&hinted(&b.0)))
+                .then(a.0.beside_running.cmp(&b.0.beside_running))
                 .then(b.0.last_used.cmp(&a.0.last_used))
         })?,
     };
@@ -116,7 +128,29 @@ mod tests {
             index,
             cached,
             last_used,
+            beside_running: false,
         }
+    }
+
+    #[test]
+    fn a_new_conversation_joins_the_running_slots_pass_before_taking_the_oldest() {
+        let (a, b) = ([1, 2], [3, 4]);
+        let beside = Candidate {
+            beside_running: true,
+            ..cand(2, &b, 9)
+        };
+        let got = choose([cand(0, &a, 1), beside], &[7, 8]);
+        assert_eq!(got, Some(Choice { index: 2, reuse: 0 }));
+        // A reusable prefix still wins.
+        let got = choose([cand(0, &a, 1), beside], &[1, 2, 9]);
+        assert_eq!(got, Some(Choice { index: 0, reuse: 2 }));
+    }
+
+    #[test]
+    fn only_a_slot_next_to_a_running_one_is_beside_it() {
+        let running = |i: usize| i == 1;
+        let beside: Vec<bool> = (0..4).map(|i| beside_running(i, running)).collect();
+        assert_eq!(beside, [true, false, true, false]);
     }
 
     #[test]

@@ -28,20 +28,25 @@ impl Batcher<'_> {
     pub(super) fn copy_prefix(&mut self, from: usize, to: usize, len: usize) -> usize {
         let _ = self.ctx.clear_kv_cache_seq(Some(to as u32), None, None);
         self.ledger.clear(to);
-        match self
+        // Each slot is its own KV stream, and llama.cpp copies between
+        // streams only whole: copy all of `from`, then drop what follows the
+        // prefix. (A partial range across streams aborts the process.)
+        let copied = self
             .ctx
-            .copy_kv_cache_seq(from as i32, to as i32, Some(0), Some(len as u32))
-        {
-            Ok(()) => {
-                let donor = &self.slots[from].tokens;
-                self.ledger
-                    .extend_with(to, len, |r| donor[r].iter().map(|t| t.0 as u32));
-                len
-            }
-            Err(_) => {
-                let _ = self.ctx.clear_kv_cache_seq(Some(to as u32), None, None);
-                0
-            }
+            .copy_kv_cache_seq(from as i32, to as i32, None, None)
+            .is_ok()
+            && self
+                .ctx
+                .clear_kv_cache_seq(Some(to as u32), Some(len as u32), None)
+                == Ok(true);
+        if copied {
+            let donor = &self.slots[from].tokens;
+            self.ledger
+                .extend_with(to, len, |r| donor[r].iter().map(|t| t.0 as u32));
+            len
+        } else {
+            let _ = self.ctx.clear_kv_cache_seq(Some(to as u32), None, None);
+            0
         }
     }
 

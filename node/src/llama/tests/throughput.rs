@@ -56,6 +56,29 @@ fn throughput() {
     let total: usize = generations.into_iter().map(|g| collect(g).0.len()).sum();
     let aggregate = total as f64 / start.elapsed().as_secs_f64();
     println!("decode, 4 streams: {aggregate:.0} tokens/s aggregate (prefill included)");
+
+    // Each slot is a KV stream and llama.cpp computes neighbouring streams
+    // in one pass, so two streams in slots 0 and 2 take two passes a step.
+    for slots in [[0, 1], [0, 2]] {
+        let engine = super::engine(4, 2048, 512);
+        let start = Instant::now();
+        let generations: Vec<_> = slots
+            .iter()
+            .map(|&slot| {
+                let mut req = long(slot as usize + 10);
+                req.slot = Some(slot);
+                engine.submit(req).expect("submit")
+            })
+            .collect();
+        let counts: Vec<usize> = generations
+            .into_iter()
+            .map(|g| collect(g).0.len())
+            .collect();
+        let aggregate = counts.iter().sum::<usize>() as f64 / start.elapsed().as_secs_f64();
+        println!(
+            "decode, 2 streams in slots {slots:?}: {aggregate:.0} tokens/s aggregate {counts:?}"
+        );
+    }
 }
 
 /// Tokens after the first and the seconds they took, so prefill is not counted.
