@@ -161,9 +161,8 @@ impl Sim {
                 index,
                 cached: &s.tokens[..],
                 last_used: s.last_used,
-                beside_running: slots::beside_running(index, |i| {
-                    self.slots.get(i).is_some_and(|s| s.running.is_some())
-                }),
+                // The model has no passes over the weights to save.
+                beside_running: false,
             });
             let hint = job.request.slot.map(|s| s as usize);
             let Some(choice) = slots::choose_hinted(candidates, &job.request.prompt, hint) else {
