@@ -93,6 +93,10 @@ pub struct ServeArgs {
     /// Tokens generated per request.
     #[arg(long, default_value_t = 128)]
     pub max_tokens: u32,
+    /// Requests sent alone, one after another, in each round: the samples
+    /// of 1-stream decode and time to first token.
+    #[arg(long, default_value_t = 3)]
+    pub alone: u32,
     /// Rounds; each round measures every contender in turn on fresh prompts.
     #[arg(long, default_value_t = 6)]
     pub rounds: u32,

@@ -42,6 +42,8 @@ pub struct Report {
     pub slots: u32,
     pub max_tokens: u32,
     pub rounds: u32,
+    /// Requests sent alone per round.
+    pub alone: u32,
     pub contenders: Vec<Contender>,
     pub ratios: Vec<Ratios>,
 }
@@ -85,21 +87,24 @@ impl Bench<'_> {
         }
     }
 
-    /// One round on `target`: a request alone, then 4 at once, then a
-    /// long prompt for prefill; every prompt fresh in this round.
+    /// One round on `target`: requests alone, one after another, then 4 at
+    /// once, then a long prompt for prefill; every prompt fresh in this round.
     async fn round(&self, target: &Target<'_>, round: u32, into: &mut Samples) -> Result<()> {
-        for (i, concurrency) in [1usize, 4].into_iter().enumerate() {
-            let prompts_round = round + 100 * concurrency as u32;
+        for s in 0..self.args.alone as usize {
+            let prompt = workload::story_prompt(round + 100, s);
             let start = Instant::now();
-            let batch = futures::future::join_all((0..concurrency).map(|s| {
-                let prompt = workload::story_prompt(prompts_round, s);
-                async move { self.one(target, &prompt, self.args.max_tokens).await }
-            }))
-            .await;
-            into.wall[i] += start.elapsed();
-            for t in batch {
-                into.streams[i].push(t?);
-            }
+            into.streams[0].push(self.one(target, &prompt, self.args.max_tokens).await?);
+            into.wall[0] += start.elapsed();
+        }
+        let start = Instant::now();
+        let batch = futures::future::join_all((0..4).map(|s| {
+            let prompt = workload::story_prompt(round + 400, s);
+            async move { self.one(target, &prompt, self.args.max_tokens).await }
+        }))
+        .await;
+        into.wall[1] += start.elapsed();
+        for t in batch {
+            into.streams[1].push(t?);
         }
         into.prefill.push(
             self.one(target, &workload::long_prompt(round + 500), 1)
@@ -293,6 +298,7 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         slots: args.slots,
         max_tokens: args.max_tokens,
         rounds: args.rounds,
+        alone: args.alone,
         contenders,
         ratios: all,
     })
