@@ -109,6 +109,10 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
         .map(|m| format!("{} (ctx {}, {} slots)", m.id, m.ctx, m.slots))
         .collect();
     let unique = fleet.membership().is_some();
+    // The router knows the node before the registry shows it: a request
+    // that finds the node among the candidates can always be routed to it.
+    let slots = joining.models.iter().map(|m| m.slots).sum();
+    lock(fleet.router()).add_node(key, slots);
     let entry = match fleet.registry().register(
         (key, node_id.clone()),
         joining,
@@ -117,6 +121,7 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
     ) {
         Ok(entry) => entry,
         Err(taken) => {
+            lock(fleet.router()).remove_node(key);
             let refusal = Refusal::Duplicate {
                 fingerprint,
                 node_id: taken.node_id,
@@ -137,14 +142,13 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
     if let Err(e) = write_frame(&mut send, &welcome).await {
         tracing::warn!(%from, error = %e, "could not welcome a node");
         fleet.registry().remove(&node_id);
+        lock(fleet.router()).remove_node(key);
         return;
     }
     if let Some(reason) = &entry.ineligible {
         tracing::warn!(node = %name, %node_id, %reason, "node joined but gets no work for some models");
     }
     tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
-    let slots = entry.models.iter().map(|m| m.slots).sum();
-    lock(fleet.router()).add_node(key, slots);
     let heartbeat = tokio::spawn(superfluid_link::control::send_heartbeats(send));
     let reason = control_loop(&fleet, &conn, recv, &entry).await;
     heartbeat.abort();
