@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use axum::serve::ListenerExt;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use superfluid_link::{
     allow_any, digest::sha256_file, Authorizer, Fingerprint, Identity, LinkError,
@@ -160,6 +161,14 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         fleet: fleet.clone(),
         link_addrs: link_addrs.clone(),
     }));
+    // Tokens go out as small writes a few milliseconds apart: without
+    // TCP_NODELAY, Nagle's algorithm holds each one until the client
+    // acknowledges the last, which it may delay by 40 ms.
+    let http = http.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY on a client connection");
+        }
+    });
     let http = tokio::spawn(async move { axum::serve(http, app).await });
     Ok(RunningHead {
         link_addrs,
