@@ -45,6 +45,11 @@ pub struct EngineFlags {
     /// CPU threads for inference [default: all cores].
     #[arg(long, env = "SUPERFLUID_THREADS")]
     pub threads: Option<u32>,
+    /// One KV cache shared by all slots instead of one per slot: faster
+    /// decoding of several conversations at once while few are cached,
+    /// slower prompts while many are.
+    #[arg(long, env = "SUPERFLUID_SHARED_KV")]
+    pub shared_kv: bool,
 }
 
 #[derive(Debug, Args)]
@@ -233,6 +238,18 @@ mod tests {
         for name in ["least-ttft", "round-robin", "least-loaded", "random"] {
             assert!(bad.contains(name), "the error should list {name}: {bad}");
         }
+    }
+
+    #[test]
+    fn one_kv_stream_per_slot_unless_shared_kv_is_asked_for() {
+        let shared = |args: &[&str]| match Cli::try_parse_from(args) {
+            Ok(Cli {
+                command: Command::Serve(flags),
+            }) => flags.engine.shared_kv,
+            other => panic!("{args:?} should parse: {other:?}"),
+        };
+        assert!(!shared(&["superfluid", "serve"]));
+        assert!(shared(&["superfluid", "serve", "--shared-kv"]));
     }
 
     #[test]

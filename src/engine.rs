@@ -66,6 +66,7 @@ pub struct EngineConfig {
     pub slots: u32,
     pub ctx: u32,
     pub threads: u32,
+    pub shared_kv: bool,
 }
 
 impl EngineConfig {
@@ -78,6 +79,7 @@ impl EngineConfig {
             slots: at_least("slots", flags.slots, 1)?,
             ctx: at_least("ctx", flags.ctx, 64)?,
             threads: at_least("threads", flags.threads.unwrap_or(cores), 1)?,
+            shared_kv: flags.shared_kv,
         })
     }
 
@@ -88,6 +90,7 @@ impl EngineConfig {
             slots: self.slots,
             ctx: self.ctx,
             threads: self.threads,
+            shared_kv: self.shared_kv,
             ..LlamaConfig::default()
         };
         LlamaEngine::start(backend.clone(), config).context("starting the engine")

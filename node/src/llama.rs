@@ -37,6 +37,10 @@ pub struct LlamaConfig {
     pub threads: u32,
     /// Prompt tokens evaluated per step, shared by all prefilling slots.
     pub prefill_chunk: u32,
+    /// One KV cache shared by every slot instead of a KV stream per slot.
+    /// Several streams decode faster while few conversations are resident;
+    /// prompts compute slower while many are (see `docs/architecture.md`).
+    pub shared_kv: bool,
 }
 
 impl Default for LlamaConfig {
@@ -48,6 +52,7 @@ impl Default for LlamaConfig {
             ctx: 4096,
             threads: u32::try_from(threads).unwrap_or(4),
             prefill_chunk: 512,
+            shared_kv: false,
         }
     }
 }

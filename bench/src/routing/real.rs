@@ -99,6 +99,7 @@ async fn start(
                 ctx: setup.ctx,
                 threads: setup.threads,
                 prefill_chunk: 512,
+                shared_kv: false,
             },
         )
         .context("starting a node's engine")?;

@@ -41,9 +41,9 @@ pub fn run(
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(config.ctx.saturating_mul(config.slots)))
         .with_n_seq_max(config.slots)
-        // One KV stream per slot: a prompt's attention spans its own slot's
-        // cells, not every resident conversation's.
-        .with_kv_unified(false)
+        // By default one KV stream per slot: a prompt's attention spans its
+        // own slot's cells, not every resident conversation's.
+        .with_kv_unified(config.shared_kv)
         .with_n_batch(n_batch)
         .with_n_ubatch(n_batch)
         .with_n_threads(threads)

@@ -51,12 +51,17 @@ fn tokenize(text: &str) -> Vec<u32> {
 }
 
 fn engine(slots: u32, ctx: u32, prefill_chunk: u32) -> LlamaEngine {
+    engine_with_kv(slots, ctx, prefill_chunk, false)
+}
+
+fn engine_with_kv(slots: u32, ctx: u32, prefill_chunk: u32, shared_kv: bool) -> LlamaEngine {
     let config = LlamaConfig {
         model_path: model_path(),
         slots,
         ctx,
         threads: 2,
         prefill_chunk,
+        shared_kv,
     };
     LlamaEngine::start(backend(), config).expect("engine starts")
 }
@@ -185,6 +190,37 @@ fn concurrent_generations_match_sequential_greedy() {
         .collect();
     let got: Vec<_> = generations.into_iter().map(|g| collect(g).0).collect();
     assert_eq!(got, expected);
+}
+
+#[test]
+fn a_shared_kv_cache_generates_what_one_stream_per_slot_does() {
+    let prefix = "You are a helpful assistant. Answer briefly and precisely. Question: ";
+    let outputs = |shared_kv: bool| {
+        // A small prefill budget mixes prompt chunks with decoding.
+        let engine = engine_with_kv(4, 512, 8, shared_kv);
+        let generations: Vec<_> = PROMPTS
+            .iter()
+            .map(|p| engine.submit(greedy(p, 16)).expect("submit"))
+            .collect();
+        let mut got: Vec<_> = generations.into_iter().map(|g| collect(g).0).collect();
+        // A prefix copied from a running generation into another slot.
+        let mut running = engine
+            .submit(greedy(&format!("{prefix}Tell me a long story."), 200))
+            .expect("submit");
+        assert!(matches!(
+            running.events.blocking_recv(),
+            Some(GenerateEvent::Tokens(_))
+        ));
+        let (copied, outcome) = run(
+            &engine,
+            greedy(&format!("{prefix}Name a large planet."), 16),
+        );
+        drop(running);
+        assert!(outcome.cached_tokens > 0, "{outcome:?}");
+        got.push(copied);
+        got
+    };
+    assert_eq!(outputs(true), outputs(false));
 }
 
 #[test]
