@@ -9,6 +9,7 @@
 mod batch_loop;
 mod engine_thread;
 mod sampler;
+pub mod share;
 pub mod slots;
 #[cfg(test)]
 mod tests;

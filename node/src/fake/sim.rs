@@ -12,7 +12,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::FakeCosts;
 use crate::ledger::Ledger;
-use crate::llama::slots;
+use crate::llama::{share, slots};
 
 /// Each slot's tokens as they will be cached once prefilled.
 pub type Resident = Arc<Mutex<Vec<Vec<u32>>>>;
@@ -54,6 +54,8 @@ pub struct Sim {
     slots: Vec<Slot>,
     queue: VecDeque<Job>,
     step: u64,
+    /// Shares each step's tokens among the slots, as the real engine does.
+    sharer: share::Sharer,
     /// Generations admitted so far.
     admitted: u64,
     ledger: Arc<Ledger>,
@@ -79,6 +81,7 @@ impl Sim {
             slots: slots.collect(),
             queue: VecDeque::new(),
             step: 0,
+            sharer: share::Sharer::default(),
             admitted: 0,
             ledger,
             resident,
@@ -210,30 +213,19 @@ impl Sim {
     /// Feeds one token per decoding slot and prompt chunks under the budget,
     /// sleeps for what that costs, then emits a token for each ready slot.
     fn step(&mut self) {
-        let mut budget = PREFILL_CHUNK;
-        let (mut decoded, mut prefilled) = (0usize, 0usize);
-        let mut order: Vec<usize> = (0..self.slots.len()).collect();
-        order.sort_by_key(|&i| self.slots[i].running.as_ref().map(|r| r.admitted));
-        for pass in 0..2 {
-            for &index in &order {
-                let slot = &mut self.slots[index];
-                let Some(running) = slot.running.as_mut() else {
-                    continue;
-                };
-                let pending = slot.tokens.len() - slot.n_past;
-                running.fed = match pass {
-                    0 if pending == 1 => 1,
-                    1 if pending > 1 => pending.min(budget),
-                    _ => continue,
-                };
-                if pass == 0 {
-                    decoded += 1;
-                } else {
-                    budget -= running.fed;
-                    prefilled += running.fed;
-                }
+        let work = self.slots.iter().map(|s| {
+            s.running.as_ref().map(|r| share::Work {
+                admitted: r.admitted,
+                pending: s.tokens.len() - s.n_past,
+            })
+        });
+        let shared = self.sharer.share(work, PREFILL_CHUNK);
+        for (slot, &fed) in self.slots.iter_mut().zip(self.sharer.fed()) {
+            if let Some(running) = slot.running.as_mut() {
+                running.fed = fed;
             }
         }
+        let (decoded, prefilled) = (shared.decoding, shared.prompt_tokens);
         if decoded + prefilled == 0 {
             return;
         }

@@ -14,7 +14,7 @@ use superfluid_proto::{FinishReason, GenerateEvent, GenerateRequest, Outcome};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::sampler::Picker;
-use super::{slots, LlamaConfig};
+use super::{share, slots, LlamaConfig};
 use crate::ledger::Ledger;
 
 mod prefix;
@@ -64,8 +64,8 @@ pub struct Batcher<'m> {
     step: u64,
     /// Generations admitted so far.
     admitted: u64,
-    /// Slot indices in the order their prompts get the prefill budget.
-    prefill_order: Vec<usize>,
+    /// Shares each step's tokens among the slots.
+    sharer: share::Sharer,
     /// Where every change to the KV sequences, and the load, is reported.
     ledger: Arc<Ledger>,
 }
@@ -99,7 +99,7 @@ impl<'m> Batcher<'m> {
             n_vocab: model.n_vocab(),
             step: 0,
             admitted: 0,
-            prefill_order: Vec::with_capacity(n_slots),
+            sharer: share::Sharer::default(),
             ledger,
         }
     }
@@ -293,35 +293,22 @@ impl<'m> Batcher<'m> {
         }
     }
 
-    /// Sets how many tokens each running slot feeds this step: one for every
-    /// decoding slot, so prefill never stalls them; then prompt chunks
-    /// under the prefill budget, in the order the prompts were admitted.
-    /// Returns the prompt tokens fed.
+    /// Sets how many tokens each running slot feeds this step (see
+    /// [`share`]); returns the prompt tokens fed.
     fn share_out_tokens(&mut self) -> usize {
-        let mut budget = self.prefill_chunk;
-        let mut order = std::mem::take(&mut self.prefill_order);
-        order.clear();
-        order.extend(0..self.slots.len());
-        order.sort_by_key(|&i| self.slots[i].running.as_ref().map(|r| r.admitted));
-        for pass in 0..2 {
-            for &index in &order {
-                let slot = &mut self.slots[index];
-                let Some(running) = slot.running.as_mut() else {
-                    continue;
-                };
-                let pending = slot.tokens.len() - slot.n_past;
-                running.fed = match pass {
-                    0 if pending == 1 => 1,
-                    1 if pending > 1 => pending.min(budget),
-                    _ => continue,
-                };
-                if pass == 1 {
-                    budget -= running.fed;
-                }
+        let work = self.slots.iter().map(|s| {
+            s.running.as_ref().map(|r| share::Work {
+                admitted: r.admitted,
+                pending: s.tokens.len() - s.n_past,
+            })
+        });
+        let shared = self.sharer.share(work, self.prefill_chunk);
+        for (slot, &fed) in self.slots.iter_mut().zip(self.sharer.fed()) {
+            if let Some(running) = slot.running.as_mut() {
+                running.fed = fed;
             }
         }
-        self.prefill_order = order;
-        self.prefill_chunk - budget
+        shared.prompt_tokens
     }
 
     fn sample(&mut self, index: usize, batch_index: i32) {

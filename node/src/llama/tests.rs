@@ -143,23 +143,35 @@ fn shared_prefix_is_reused_and_matches_a_cold_run() {
     assert_eq!(warm_tokens, cold_tokens);
 }
 
-#[test]
-fn a_prefix_held_by_a_running_generation_is_copied_to_a_new_slot() {
-    let prefix = "You are a helpful assistant. Answer briefly and precisely. Question: ";
-    let warm = engine(2, 512, 512);
-    let mut running = warm
-        .submit(greedy(&format!("{prefix}Tell me a long story."), 200))
+const SHARED_PREFIX: &str = "You are a helpful assistant. Answer briefly and precisely. Question: ";
+
+fn planet() -> GenerateRequest {
+    greedy(&format!("{SHARED_PREFIX}Name a large planet."), 16)
+}
+
+/// Runs [`planet`] while another slot generates from the same prefix, so
+/// the prefix is copied from a running generation.
+fn planet_beside_a_running_story(engine: &LlamaEngine) -> (Vec<u32>, Outcome) {
+    let mut running = engine
+        .submit(greedy(
+            &format!("{SHARED_PREFIX}Tell me a long story."),
+            200,
+        ))
         .expect("submit");
     assert!(matches!(
         running.events.blocking_recv(),
         Some(GenerateEvent::Tokens(_))
     ));
-    let req = greedy(&format!("{prefix}Name a large planet."), 16);
-    let (warm_tokens, outcome) = run(&warm, req.clone());
+    let (tokens, outcome) = run(engine, planet());
     drop(running);
     assert!(outcome.cached_tokens > 0, "{outcome:?}");
+    (tokens, outcome)
+}
 
-    let (cold_tokens, _) = run(&engine(1, 512, 512), req);
+#[test]
+fn a_prefix_held_by_a_running_generation_is_copied_to_a_new_slot() {
+    let (warm_tokens, _) = planet_beside_a_running_story(&engine(2, 512, 512));
+    let (cold_tokens, _) = run(&engine(1, 512, 512), planet());
     assert_eq!(warm_tokens, cold_tokens);
 }
 
@@ -194,7 +206,6 @@ fn concurrent_generations_match_sequential_greedy() {
 
 #[test]
 fn a_shared_kv_cache_generates_what_one_stream_per_slot_does() {
-    let prefix = "You are a helpful assistant. Answer briefly and precisely. Question: ";
     let outputs = |shared_kv: bool| {
         // A small prefill budget mixes prompt chunks with decoding.
         let engine = engine_with_kv(4, 512, 8, shared_kv);
@@ -203,21 +214,7 @@ fn a_shared_kv_cache_generates_what_one_stream_per_slot_does() {
             .map(|p| engine.submit(greedy(p, 16)).expect("submit"))
             .collect();
         let mut got: Vec<_> = generations.into_iter().map(|g| collect(g).0).collect();
-        // A prefix copied from a running generation into another slot.
-        let mut running = engine
-            .submit(greedy(&format!("{prefix}Tell me a long story."), 200))
-            .expect("submit");
-        assert!(matches!(
-            running.events.blocking_recv(),
-            Some(GenerateEvent::Tokens(_))
-        ));
-        let (copied, outcome) = run(
-            &engine,
-            greedy(&format!("{prefix}Name a large planet."), 16),
-        );
-        drop(running);
-        assert!(outcome.cached_tokens > 0, "{outcome:?}");
-        got.push(copied);
+        got.push(planet_beside_a_running_story(&engine).0);
         got
     };
     assert_eq!(outputs(true), outputs(false));
