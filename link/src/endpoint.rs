@@ -20,6 +20,9 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Streams one side may have open towards the other (one per generation).
 const MAX_STREAMS: u32 = 4096;
 
+/// Packets a peer may receive before it must acknowledge them.
+const ACK_ELICITING_THRESHOLD: u32 = 4;
+
 /// The transport settings both sides use: keep-alive, idle timeout, stream limits.
 pub fn transport_config() -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
@@ -28,6 +31,14 @@ pub fn transport_config() -> Arc<quinn::TransportConfig> {
     t.max_idle_timeout(quinn::IdleTimeout::try_from(IDLE_TIMEOUT).ok());
     t.max_concurrent_bidi_streams(MAX_STREAMS.into());
     t.max_concurrent_uni_streams(0u32.into());
+    // A generation streams one small packet per token; by default the peer
+    // acknowledges every second one, a packet (and a system call on each
+    // side) per two tokens. Ask for an acknowledgement every fifth packet or
+    // after the usual delay instead. Five stays well under the initial
+    // congestion window, so a long prompt never waits on a delayed ACK.
+    let mut acks = quinn::AckFrequencyConfig::default();
+    acks.ack_eliciting_threshold(ACK_ELICITING_THRESHOLD.into());
+    t.ack_frequency_config(Some(acks));
     Arc::new(t)
 }
 

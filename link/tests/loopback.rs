@@ -185,3 +185,46 @@ async fn stream_ending_inside_a_frame_is_an_error() {
         "{result:?}"
     );
 }
+
+#[tokio::test]
+async fn a_prompt_of_a_million_tokens_and_many_small_events_cross_intact() {
+    let p = pair(true);
+    let (head_side, node_side) = connected(&p).await;
+    // Far more than the initial congestion window in one frame, head to node;
+    // then many one-token events back, as a generation streams them.
+    let req = GenerateRequest {
+        model: "m".into(),
+        prompt: (0..1_000_000u32).map(|i| i % 49_152).collect(),
+        sampling: Sampling::default(),
+        max_tokens: 500,
+        slot: None,
+    };
+    let (mut head_send, mut head_recv) = head_side.open_bi().await.unwrap();
+    let sent = req.clone();
+    // The frame is larger than a stream's receive window: the write completes
+    // only as the node reads.
+    let writing = tokio::spawn(async move {
+        write_frame(&mut head_send, &sent).await.unwrap();
+        head_send
+    });
+    let (mut node_send, mut node_recv) = within(node_side.accept_bi()).await.unwrap();
+    let got = within(read_frame::<GenerateRequest>(&mut node_recv))
+        .await
+        .unwrap();
+    assert_eq!(got, Some(req));
+    let _head_send = within(writing).await.unwrap();
+    for token in 0..500u32 {
+        write_frame(&mut node_send, &GenerateEvent::Tokens(vec![token]))
+            .await
+            .unwrap();
+        let event = within(read_frame::<GenerateEvent>(&mut head_recv))
+            .await
+            .unwrap();
+        assert_eq!(event, Some(GenerateEvent::Tokens(vec![token])));
+    }
+    node_send.finish().unwrap();
+    assert!(within(read_frame::<GenerateEvent>(&mut head_recv))
+        .await
+        .unwrap()
+        .is_none());
+}
