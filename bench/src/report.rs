@@ -11,7 +11,7 @@ use serde::Serialize;
 use superfluid_node::llama::{LlamaConfig, LlamaEngine};
 use superfluid_node::Engine;
 
-use crate::stats::{prefill_rate, summarise, RequestTiming, Summary};
+use crate::stats::{paired_median_difference, prefill_rate, summarise, RequestTiming, Summary};
 use crate::{http, inprocess, workload, ServeArgs};
 
 /// One contender's numbers.
@@ -32,6 +32,10 @@ pub struct Ratios {
     pub prefill: f64,
     pub ttft_p50_overhead_ms_c1: f64,
     pub ttft_p50_overhead_ms_c4: f64,
+    /// The median over the same requests of `of`'s time to first token
+    /// minus `to`'s (both ran the same prompts in the same order).
+    pub ttft_paired_overhead_ms_c1: f64,
+    pub ttft_paired_overhead_ms_c4: f64,
 }
 
 /// The whole report of `bench serve`.
@@ -179,6 +183,14 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
         prefill: of.prefill_tokens_per_s / to.prefill_tokens_per_s,
         ttft_p50_overhead_ms_c1: at(of, 0).ttft_p50_ms - at(to, 0).ttft_p50_ms,
         ttft_p50_overhead_ms_c4: at(of, 1).ttft_p50_ms - at(to, 1).ttft_p50_ms,
+        ttft_paired_overhead_ms_c1: paired_median_difference(
+            &at(of, 0).ttft_ms,
+            &at(to, 0).ttft_ms,
+        ),
+        ttft_paired_overhead_ms_c4: paired_median_difference(
+            &at(of, 1).ttft_ms,
+            &at(to, 1).ttft_ms,
+        ),
     }
 }
 
@@ -324,8 +336,9 @@ pub fn print_table(report: &Report) {
     }
     for r in &report.ratios {
         println!(
-            "{} / {}: decode x{:.3} (1 stream) x{:.3} (4 streams), prefill x{:.3}, ttft p50 {:+.1} ms (1) {:+.1} ms (4)",
-            r.of, r.to, r.decode_c1, r.decode_c4, r.prefill, r.ttft_p50_overhead_ms_c1, r.ttft_p50_overhead_ms_c4
+            "{} / {}: decode x{:.3} (1 stream) x{:.3} (4 streams), prefill x{:.3}, ttft p50 {:+.1} ms (1) {:+.1} ms (4), paired {:+.1} ms (1) {:+.1} ms (4)",
+            r.of, r.to, r.decode_c1, r.decode_c4, r.prefill, r.ttft_p50_overhead_ms_c1, r.ttft_p50_overhead_ms_c4,
+            r.ttft_paired_overhead_ms_c1, r.ttft_paired_overhead_ms_c4
         );
     }
 }

@@ -27,11 +27,14 @@ pub struct Summary {
     pub ttft_p50_ms: f64,
     /// Requests measured.
     pub requests: usize,
+    /// Each request's time to first token, in the order sent.
+    #[serde(skip)]
+    pub ttft_ms: Vec<f64>,
 }
 
 /// Summarises requests that ran `concurrency` at a time over `wall` in all.
 pub fn summarise(concurrency: usize, timings: &[RequestTiming], wall: Duration) -> Summary {
-    let mut ttft: Vec<f64> = timings.iter().map(|t| t.ttft.as_secs_f64() * 1e3).collect();
+    let ttft_ms: Vec<f64> = timings.iter().map(|t| t.ttft.as_secs_f64() * 1e3).collect();
     let decode_tokens_per_s = if concurrency == 1 {
         // Per stream: tokens after the first over the time they took.
         let tokens: u32 = timings.iter().map(|t| t.tokens.saturating_sub(1)).sum();
@@ -44,8 +47,9 @@ pub fn summarise(concurrency: usize, timings: &[RequestTiming], wall: Duration) 
     Summary {
         concurrency,
         decode_tokens_per_s,
-        ttft_p50_ms: percentile(&mut ttft, 0.5),
+        ttft_p50_ms: percentile(&mut ttft_ms.clone(), 0.5),
         requests: timings.len(),
+        ttft_ms,
     }
 }
 
@@ -64,4 +68,33 @@ pub fn percentile(samples: &mut [f64], q: f64) -> f64 {
     samples.sort_by(f64::total_cmp);
     let rank = ((samples.len() - 1) as f64 * q).round() as usize;
     samples[rank.min(samples.len() - 1)]
+}
+
+/// The median of `of[i] - to[i]`: what `of` adds to each request that both
+/// ran, free of the spread between requests (prompt lengths, the machine's
+/// moments) that a difference of two medians carries. 0 without pairs.
+pub fn paired_median_difference(of: &[f64], to: &[f64]) -> f64 {
+    let mut differences: Vec<f64> = of.iter().zip(to).map(|(a, b)| a - b).collect();
+    percentile(&mut differences, 0.5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paired_difference_sees_a_constant_overhead_under_a_wide_spread() {
+        let to = [30.0, 90.0, 31.0, 88.0, 45.0];
+        let of: Vec<f64> = to.iter().map(|t| t + 2.0).collect();
+        assert_eq!(paired_median_difference(&of, &to), 2.0);
+        // One request that stalled and one that got lucky move the medians
+        // apart by far more than the overhead; the paired median stays put.
+        let of = [32.0, 92.0, 81.0, 90.0, 5.0];
+        assert_eq!(
+            percentile(&mut of.clone(), 0.5) - percentile(&mut to.clone(), 0.5),
+            36.0
+        );
+        assert_eq!(paired_median_difference(&of, &to), 2.0);
+        assert_eq!(paired_median_difference(&[], &[]), 0.0);
+    }
 }
