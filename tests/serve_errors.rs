@@ -53,6 +53,19 @@ async fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
     assert_eq!(status, 400, "max_tokens of the wrong type: {body}");
     assert!(error_message(&body).contains("max_tokens"), "{body}");
 
+    let mut json_mode = chat(hello.clone(), 4);
+    json_mode["response_format"] = json!({"type": "json_object"});
+    let (status, body) = server.post(path, &json_mode).await.unwrap();
+    assert_eq!(status, 400, "JSON mode: {body}");
+    assert_eq!(body["error"]["param"], "response_format", "{body}");
+    assert!(error_message(&body).contains("json_object"), "{body}");
+
+    let mut tools = chat(hello.clone(), 4);
+    tools["tools"] = json!([{"type": "function", "function": {"name": "weather"}}]);
+    let (status, body) = server.post(path, &tools).await.unwrap();
+    assert_eq!(status, 400, "tools: {body}");
+    assert_eq!(body["error"]["param"], "tools", "{body}");
+
     let (status, body) = server.post(path, &chat(json!([]), 4)).await.unwrap();
     assert_eq!(status, 400, "no messages: {body}");
     assert!(error_message(&body).contains("messages"), "{body}");

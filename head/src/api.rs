@@ -14,6 +14,7 @@ pub mod generate;
 pub mod handlers;
 pub mod respond;
 pub mod types;
+pub mod unsupported;
 
 #[cfg(test)]
 mod flow_tests;

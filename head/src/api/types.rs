@@ -48,6 +48,18 @@ pub struct CompletionRequest {
     pub stop: Option<Value>,
     /// Choices to generate; only 1 is supported.
     pub n: Option<i64>,
+    /// Functions the model may call (not supported; see [`super::unsupported`]).
+    pub tools: Option<Value>,
+    /// Whether to call one of `tools`; `"none"` turns them off.
+    pub tool_choice: Option<Value>,
+    /// Log probabilities of the chosen tokens (not supported).
+    pub logprobs: Option<Value>,
+    /// Log probabilities of the most likely tokens (not supported).
+    pub top_logprobs: Option<Value>,
+    /// Biases on token ids (not supported).
+    pub logit_bias: Option<Value>,
+    /// The answer's format; only `{"type": "text"}` is supported.
+    pub response_format: Option<Value>,
 }
 
 /// `stream_options`.
@@ -96,6 +108,7 @@ impl CompletionRequest {
 
     /// Checks every generation parameter; the error names the first bad one.
     pub fn params(&self) -> Result<Params, ApiError> {
+        super::unsupported::check(self)?;
         if let Some(n) = self.n {
             if n != 1 {
                 return Err(ApiError::param(

@@ -1,0 +1,123 @@
+//! Request fields a client may send that superfluid cannot honour yet.
+//!
+//! Ignoring them would hand back an answer that looks right and is not what
+//! was asked for (prose where JSON was required, no function call where one
+//! was offered), so each is a 400 that names the field and says what to send
+//! instead. Their "off" values (`false`, `0`, an empty list, `{"type":
+//! "text"}`) are accepted, since many clients always send them.
+
+use super::types::CompletionRequest;
+use super::ApiError;
+use serde_json::Value;
+
+/// The first field of `request` that asks for something not supported.
+pub fn check(request: &CompletionRequest) -> Result<(), ApiError> {
+    let tools_off = request.tool_choice.as_ref().and_then(Value::as_str) == Some("none");
+    if asks(request.tools.as_ref()) && !tools_off {
+        return Err(ApiError::param(
+            "tools",
+            "`tools` is not supported: this server does not call functions; send the request without `tools`",
+        ));
+    }
+    for (field, value) in [
+        ("logprobs", &request.logprobs),
+        ("top_logprobs", &request.top_logprobs),
+        ("logit_bias", &request.logit_bias),
+    ] {
+        if asks(value.as_ref()) {
+            return Err(ApiError::param(
+                field,
+                format!("`{field}` is not supported yet; send the request without it"),
+            ));
+        }
+    }
+    if let Some(format) = request.response_format.as_ref() {
+        let kind = format.get("type").and_then(Value::as_str);
+        if !format.is_null() && kind != Some("text") {
+            let named = kind.map_or_else(String::new, |k| format!(" of type {k:?}"));
+            return Err(ApiError::param(
+                "response_format",
+                format!(
+                    "`response_format`{named} is not supported; only {{\"type\": \"text\"}} is. Ask for the format in the prompt instead"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a field's value asks for its feature: anything but null, false,
+/// 0 and an empty list or object.
+fn asks(value: Option<&Value>) -> bool {
+    match value {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(o)) => !o.is_empty(),
+        Some(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(body: Value) -> CompletionRequest {
+        serde_json::from_value(body).expect("a request body")
+    }
+
+    fn refused(body: Value) -> Option<(String, String)> {
+        match check(&request(body)) {
+            Ok(()) => None,
+            Err(ApiError::InvalidParam { param, message }) => Some((param, message)),
+            Err(other) => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn asking_for_an_unsupported_feature_names_the_field() {
+        let tool = json!([{"type": "function", "function": {"name": "f", "parameters": {}}}]);
+        for (body, field) in [
+            (json!({"tools": tool}), "tools"),
+            (json!({"tools": tool, "tool_choice": "auto"}), "tools"),
+            (json!({"logprobs": true}), "logprobs"),
+            (json!({"logprobs": 3}), "logprobs"),
+            (json!({"top_logprobs": 2}), "top_logprobs"),
+            (json!({"logit_bias": {"50256": -100}}), "logit_bias"),
+            (
+                json!({"response_format": {"type": "json_object"}}),
+                "response_format",
+            ),
+            (
+                json!({"response_format": {"type": "json_schema", "json_schema": {}}}),
+                "response_format",
+            ),
+            (json!({"response_format": "json"}), "response_format"),
+        ] {
+            let (param, message) =
+                refused(body.clone()).unwrap_or_else(|| panic!("{body} accepted"));
+            assert_eq!(param, field, "{body}");
+            assert!(
+                message.contains(field) && message.contains("not supported"),
+                "{message}"
+            );
+        }
+        let (_, message) = refused(json!({"response_format": {"type": "json_object"}})).unwrap();
+        assert!(message.contains("json_object"), "{message}");
+    }
+
+    #[test]
+    fn the_off_values_clients_send_by_default_are_accepted() {
+        for body in [
+            json!({}),
+            json!({"tools": [], "logprobs": false, "top_logprobs": 0, "logit_bias": {}}),
+            json!({"tools": null, "logprobs": null, "response_format": null}),
+            json!({"logprobs": 0}),
+            json!({"response_format": {"type": "text"}}),
+            json!({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"}),
+        ] {
+            assert_eq!(refused(body.clone()), None, "{body}");
+        }
+    }
+}
