@@ -12,7 +12,7 @@ use superfluid_node::credential::{self, Credential};
 
 use crate::cli::{EngineFlags, NodeFlags};
 use crate::engine::{self, EngineConfig};
-use crate::runtime::hash_model;
+use crate::runtime::{hash_model, shutdown_signal};
 
 /// How long `fleet join` listens for the head's mDNS announcement.
 const MDNS_WAIT: Duration = Duration::from_secs(3);
@@ -124,6 +124,6 @@ async fn run_agent(mut agent: AgentConfig, flags: EngineFlags) -> Result<()> {
     agent.model_sha256 = Some(hash_model(&config.model).await?);
     let backend = engine::backend()?;
     let engine = config.start(&backend)?;
-    agent::run(Arc::new(engine), agent).await?;
+    agent::run_until(Arc::new(engine), agent, shutdown_signal()).await?;
     Ok(())
 }

@@ -27,7 +27,7 @@ pub fn describe<E: std::fmt::Display, F: std::fmt::Display>(
     }
 }
 
-/// Waits for Ctrl-C, or fails when the HTTP server or the node stops.
+/// Waits for Ctrl-C or SIGTERM, or fails when the HTTP server or the node stops.
 pub async fn until_shutdown<E: std::fmt::Display>(
     http: JoinHandle<std::io::Result<()>>,
     node: Option<JoinHandle<Result<(), E>>>,
@@ -41,10 +41,36 @@ pub async fn until_shutdown<E: std::fmt::Display>(
     tokio::select! {
         ended = http => bail!("the HTTP server stopped: {}", describe(ended)),
         why = node => bail!("the node stopped: {why}"),
-        _ = tokio::signal::ctrl_c() => {
+        () = shutdown_signal() => {
             tracing::info!("shutting down");
             Ok(())
         }
+    }
+}
+
+/// Completes on Ctrl-C or, on Unix, SIGTERM (what `kill` and service
+/// managers send). A signal that cannot be watched never completes.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
     }
 }
 

@@ -6,6 +6,7 @@ mod support;
 mod fleet_mdns;
 mod fleet_membership;
 mod fleet_routing;
+mod fleet_shutdown;
 mod fleet_support;
 mod netns;
 mod serve_chat;

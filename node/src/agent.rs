@@ -76,12 +76,40 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// the join token (which retrying cannot fix), or `join_only` is set and the
 /// node has joined.
 pub async fn run(engine: Arc<dyn Engine>, config: AgentConfig) -> Result<(), AgentError> {
+    run_until(engine, config, std::future::pending()).await
+}
+
+/// [`run`], until `shutdown` completes: then the connection to the head is
+/// closed with a reason, so that the head stops routing to this node at
+/// once rather than after Link F's idle timeout. Generations still running
+/// end; the head answers their clients with an error.
+pub async fn run_until(
+    engine: Arc<dyn Engine>,
+    config: AgentConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AgentError> {
     let endpoints = Endpoints::new(&config)?;
+    tokio::select! {
+        ended = serve_heads(&engine, &config, &endpoints) => ended,
+        () = shutdown => {
+            tracing::info!("shutting down; closing the connection to the head");
+            endpoints.close(b"the node is shutting down").await;
+            Ok(())
+        }
+    }
+}
+
+/// The body of [`run`] once the endpoints exist.
+async fn serve_heads(
+    engine: &Arc<dyn Engine>,
+    config: &AgentConfig,
+    endpoints: &Endpoints,
+) -> Result<(), AgentError> {
     tracing::info!(heads = ?config.head_addrs, pinned = %config.head_fingerprint, fingerprint = %config.identity.fingerprint(), joining = config.join_token.is_some(), "node agent starting");
     let mut token = config.join_token.clone();
     let mut failures: u32 = 0;
     loop {
-        let end = session(&engine, &config, &endpoints, &mut token).await?;
+        let end = session(engine, config, endpoints, &mut token).await?;
         if end.welcomed {
             failures = 0;
         }
@@ -172,6 +200,15 @@ impl Endpoints {
             v4: make(false)?,
             v6: make(true)?,
         })
+    }
+
+    /// Closes every connection with `reason` and waits (a second at most)
+    /// until the head has been told.
+    async fn close(&self, reason: &[u8]) {
+        for endpoint in [&self.v4, &self.v6].into_iter().flatten() {
+            endpoint.close(superfluid_link::control::CLOSE_NORMAL, reason);
+            let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+        }
     }
 
     fn for_addr(&self, addr: &SocketAddr) -> Option<&quinn::Endpoint> {
