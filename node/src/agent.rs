@@ -9,12 +9,14 @@
 //! reconnects with exponential backoff and jitter, forever.
 
 mod control;
+mod endpoints;
 mod serve;
 
 use crate::{credential::Credential, engine::Engine};
+use endpoints::Endpoints;
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use superfluid_link::{
-    client_endpoint, connect,
+    connect,
     control::HELLO_TIMEOUT,
     quinn::{self, RecvStream, SendStream},
     read_frame, write_frame, Fingerprint, Identity, LinkError,
@@ -175,49 +177,6 @@ fn save_credential(config: &AgentConfig) -> Result<(), AgentError> {
     credential.save(dir).map_err(AgentError::Credential)?;
     tracing::info!(dir = %dir.display(), "saved the fleet credential; this node reconnects with its key from now on");
     Ok(())
-}
-
-/// One client endpoint per address family the head addresses use.
-struct Endpoints {
-    v4: Option<quinn::Endpoint>,
-    v6: Option<quinn::Endpoint>,
-}
-
-impl Endpoints {
-    fn new(config: &AgentConfig) -> Result<Endpoints, AgentError> {
-        if config.head_addrs.is_empty() {
-            return Err(AgentError::NoHeadAddress);
-        }
-        let make = |want_v6: bool| -> Result<Option<quinn::Endpoint>, AgentError> {
-            match config.head_addrs.iter().find(|a| a.is_ipv6() == want_v6) {
-                None => Ok(None),
-                Some(addr) => client_endpoint(*addr, &config.identity, config.head_fingerprint)
-                    .map(Some)
-                    .map_err(AgentError::Setup),
-            }
-        };
-        Ok(Endpoints {
-            v4: make(false)?,
-            v6: make(true)?,
-        })
-    }
-
-    /// Closes every connection with `reason` and waits (a second at most)
-    /// until the head has been told.
-    async fn close(&self, reason: &[u8]) {
-        for endpoint in [&self.v4, &self.v6].into_iter().flatten() {
-            endpoint.close(superfluid_link::control::CLOSE_NORMAL, reason);
-            let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
-        }
-    }
-
-    fn for_addr(&self, addr: &SocketAddr) -> Option<&quinn::Endpoint> {
-        if addr.is_ipv6() {
-            self.v6.as_ref()
-        } else {
-            self.v4.as_ref()
-        }
-    }
 }
 
 /// The wait before attempt `failures + 1`: doubling from [`BACKOFF_MIN`] up to
