@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+use superfluid_proto::TokenId;
 use tracing::{field, Instrument, Span};
 
 /// `POST /v1/chat/completions`.
@@ -30,7 +31,7 @@ pub async fn chat(
         let messages = req.chat_messages()?;
         let params = req.params()?;
         let text = codec.render_chat(&messages)?;
-        let prompt = codec.tokenize(&text);
+        let prompt = tokenize(&codec, text).await?;
         let generation =
             Generation::start(&state, codec.clone(), prompt, &params, "messages", inner).await?;
         let envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
@@ -51,7 +52,7 @@ pub async fn completions(
         let codec = find_model(&state, &req)?;
         let text = req.prompt_text()?;
         let params = req.params()?;
-        let prompt = codec.tokenize(text);
+        let prompt = tokenize(&codec, text.to_owned()).await?;
         let generation =
             Generation::start(&state, codec.clone(), prompt, &params, "prompt", inner).await?;
         let envelope = Envelope::new(Flavor::Text, codec.id(), &id);
@@ -145,6 +146,25 @@ async fn run(
 
 /// The codec of the requested model: 400 if none is named, 404 if it is
 /// not served.
+/// Prompts longer than this many bytes are tokenized on a blocking thread.
+/// A megabyte takes about a quarter of a second, which on an async thread
+/// would stall every stream that thread carries; a short prompt is quicker
+/// inline than the hand-off.
+const INLINE_TOKENIZE_BYTES: usize = 4096;
+
+/// `text` as the model's tokens.
+async fn tokenize(codec: &Arc<ModelCodec>, text: String) -> Result<Vec<TokenId>, ApiError> {
+    if text.len() <= INLINE_TOKENIZE_BYTES {
+        return Ok(codec.tokenize(&text));
+    }
+    let codec = codec.clone();
+    tokio::task::spawn_blocking(move || codec.tokenize(&text))
+        .await
+        .map_err(|e| ApiError::Generation {
+            message: format!("tokenizing the prompt failed ({e}); retry the request"),
+        })
+}
+
 fn find_model(state: &AppState, req: &CompletionRequest) -> Result<Arc<ModelCodec>, ApiError> {
     let id = req.model_id()?;
     Span::current().record("model", id);

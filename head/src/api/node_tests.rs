@@ -161,6 +161,25 @@ async fn streamed_completion_through_a_node_with_stop_and_max_tokens() {
 }
 
 #[tokio::test]
+async fn a_long_prompt_is_counted_exactly_whether_tokenized_inline_or_aside() {
+    let app = app_with_node(64).await;
+    let codec = super::tests::catalog().get(MODEL).cloned().unwrap();
+    // One prompt short enough to tokenize inline, one long enough for a
+    // blocking thread; the context message gives the count the node would get.
+    for words in [100, 20_000] {
+        let prompt = "word ".repeat(words);
+        let expected = codec.tokenize(&prompt).len();
+        let body = json!({"model": MODEL, "prompt": prompt});
+        let (status, _, text) = post(app.clone(), "/v1/completions", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        assert!(
+            text.contains(&format!("your request has {expected} tokens")),
+            "{words} words should be {expected} tokens: {text}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_prompt_longer_than_the_context_gets_the_context_message() {
     let app = app_with_node(64).await;
     let long = "word ".repeat(100);
