@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::fleet_support::{serial, state_of, token, wait_until, Head, Node, TempDir};
+use crate::fleet_support::{assert_leaves, serial, token, wait_until, Head, Node, TempDir};
 
 #[tokio::test]
 async fn a_node_stopped_with_sigterm_leaves_the_fleet_at_once() {
@@ -47,14 +47,12 @@ async fn a_node_stopped_with_sigterm_leaves_the_fleet_at_once() {
     );
 
     // Well inside the idle timeout, the head no longer counts the node...
-    let gone = wait_until(
-        || state_of(&head, "leaving").as_deref() != Some("up"),
-        Duration::from_secs(3),
-    );
-    assert!(
-        gone,
-        "the head still lists the node up {:?} after SIGTERM",
-        signalled.elapsed()
+    assert_leaves(
+        &head,
+        "leaving",
+        signalled,
+        Duration::from_secs(5),
+        "SIGTERM",
     );
     // ...and a request is told so (503) rather than sent to the node.
     let (status, body, _) = head.chat("Hello", 4).await.expect("asking the head");

@@ -489,6 +489,21 @@ pub fn state_of(head: &Head, name: &str) -> Option<String> {
     node_named(&nodes, name).and_then(|n| n["state"].as_str().map(str::to_owned))
 }
 
+/// Asserts that the head stops listing node `name` as `up` within `limit`
+/// of `since` (the moment it was told to let the node go, as `what` says).
+pub fn assert_leaves(head: &Head, name: &str, since: Instant, limit: Duration, what: &str) {
+    let gone = wait_until(
+        || state_of(head, name).as_deref() != Some("up"),
+        limit.saturating_sub(since.elapsed()),
+    );
+    assert!(
+        gone,
+        "fleet nodes --json still lists {name} up {:?} after {what}: {:?}",
+        since.elapsed(),
+        nodes_json(head).ok()
+    );
+}
+
 /// Node flags that keep CPU use low.
 pub const LIGHT: [&str; 6] = ["--threads", "1", "--slots", "2", "--ctx", "1024"];
 
