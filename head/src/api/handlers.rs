@@ -144,8 +144,6 @@ async fn run(
     }
 }
 
-/// The codec of the requested model: 400 if none is named, 404 if it is
-/// not served.
 /// Prompts longer than this many bytes are tokenized on a blocking thread.
 /// A megabyte takes about a quarter of a second, which on an async thread
 /// would stall every stream that thread carries; a short prompt is quicker
@@ -165,6 +163,8 @@ async fn tokenize(codec: &Arc<ModelCodec>, text: String) -> Result<Vec<TokenId>,
         })
 }
 
+/// The codec of the requested model: 400 if none is named, 404 if it is
+/// not served.
 fn find_model(state: &AppState, req: &CompletionRequest) -> Result<Arc<ModelCodec>, ApiError> {
     let id = req.model_id()?;
     Span::current().record("model", id);
