@@ -284,13 +284,7 @@ async fn session(
         }
     }
     if config.join_only {
-        conn.close(
-            superfluid_link::control::CLOSE_NORMAL,
-            b"joined; the node will run later",
-        );
-        if let Some(endpoint) = endpoints.for_addr(&addr) {
-            let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
-        }
+        endpoints.close(b"joined; the node will run later").await;
         return Ok(SessionEnd {
             welcomed: true,
             addr: Some(addr),

@@ -5,6 +5,9 @@ use super::{AgentConfig, AgentError};
 use std::{net::SocketAddr, time::Duration};
 use superfluid_link::{client_endpoint, quinn};
 
+/// The longest a closing node waits for the head to be told.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 /// One client endpoint per address family the head addresses use.
 pub(super) struct Endpoints {
     v4: Option<quinn::Endpoint>,
@@ -30,13 +33,19 @@ impl Endpoints {
         })
     }
 
-    /// Closes every connection with `reason` and waits (a second at most)
-    /// until the head has been told.
+    /// Closes every connection with `reason` and waits (for
+    /// [`CLOSE_WAIT`] at most) until the head has been told.
     pub(super) async fn close(&self, reason: &[u8]) {
-        for endpoint in [&self.v4, &self.v6].into_iter().flatten() {
+        let open = || [&self.v4, &self.v6].into_iter().flatten();
+        for endpoint in open() {
             endpoint.close(superfluid_link::control::CLOSE_NORMAL, reason);
-            let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
         }
+        let told = async {
+            for endpoint in open() {
+                endpoint.wait_idle().await;
+            }
+        };
+        let _ = tokio::time::timeout(CLOSE_WAIT, told).await;
     }
 
     pub(super) fn for_addr(&self, addr: &SocketAddr) -> Option<&quinn::Endpoint> {
