@@ -78,17 +78,6 @@ async fn turn(head: &Head, messages: &[Value]) -> (String, String, u64) {
     (text, node, cached)
 }
 
-async fn metrics(head: &Head) -> String {
-    head.client
-        .get(head.url("/metrics"))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("the metrics page")
-}
-
 /// The value of one sample line of the metrics page.
 fn sample(page: &str, series: &str) -> f64 {
     page.lines()
@@ -140,7 +129,7 @@ async fn each_next_turn_goes_to_the_node_holding_its_conversation() {
         }
     }
 
-    let page = metrics(head).await;
+    let page = head.metrics().await;
     let warm = sample(
         &page,
         "superfluid_route_decisions_total{policy=\"least-ttft\",reason=\"warm\"}",
@@ -196,7 +185,7 @@ async fn round_robin_policy_takes_turns_whatever_the_cache() {
             "round-robin should alternate between the two nodes: {served:?}"
         );
     }
-    let page = metrics(head).await;
+    let page = head.metrics().await;
     let rr = sample(
         &page,
         "superfluid_route_decisions_total{policy=\"round-robin\",reason=\"round_robin\"}",

@@ -393,6 +393,18 @@ impl Head {
         }
     }
 
+    /// The text of `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("the metrics page")
+    }
+
     /// A greedy chat completion with `max_tokens`; status, body, and the
     /// `x-superfluid-node` header.
     pub async fn chat(

@@ -171,11 +171,27 @@ impl Fleet {
     /// first token), and tells the node which of its slots holds the
     /// prompt's cached prefix. If that node's connection fails before the
     /// request is sent, the router picks again among the others.
-    pub async fn generate(
+    pub async fn generate(&self, request: GenerateRequest) -> Result<RemoteGeneration, FleetError> {
+        self.generate_except(request, Vec::new()).await
+    }
+
+    /// [`Fleet::generate`] again for a generation whose node was lost
+    /// before its first token: any node but those in `lost` (node ids).
+    /// Counted in `superfluid_generations_retried_total`.
+    pub async fn retry(
+        &self,
+        request: GenerateRequest,
+        lost: Vec<String>,
+    ) -> Result<RemoteGeneration, FleetError> {
+        self.metrics.record_retried();
+        self.generate_except(request, lost).await
+    }
+
+    async fn generate_except(
         &self,
         mut request: GenerateRequest,
+        mut tried: Vec<String>,
     ) -> Result<RemoteGeneration, FleetError> {
-        let mut tried = Vec::new();
         let mut last_error = None;
         while let Some((in_flight, routing)) = self.route(&mut request, &tried) {
             match dispatch(in_flight, routing, &request).await {

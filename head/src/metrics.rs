@@ -22,6 +22,7 @@ pub struct Metrics {
     cached_tokens: AtomicU64,
     generations: AtomicU64,
     failed_generations: AtomicU64,
+    retried_generations: AtomicU64,
 }
 
 fn position<T: PartialEq>(all: &[T], item: &T) -> usize {
@@ -51,6 +52,17 @@ impl Metrics {
     /// Counts a generation that failed on a node or lost its node.
     pub fn record_failed(&self) {
         self.failed_generations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a generation sent to another node because its node was lost
+    /// before the first token.
+    pub fn record_retried(&self) {
+        self.retried_generations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Generations sent to another node so far.
+    pub fn retried(&self) -> u64 {
+        self.retried_generations.load(Ordering::Relaxed)
     }
 
     /// Decisions so far with this policy and reason.
@@ -120,6 +132,11 @@ pub fn render(fleet: &Fleet) -> String {
             "superfluid_generations_failed_total",
             "Generations that failed on a node or lost their node.",
             &m.failed_generations,
+        ),
+        (
+            "superfluid_generations_retried_total",
+            "Generations sent to another node because theirs was lost before the first token.",
+            &m.retried_generations,
         ),
     ];
     for (name, help, value) in counters {

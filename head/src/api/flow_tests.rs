@@ -40,6 +40,14 @@ impl EventSource for Script {
     }
 }
 
+/// The response of a stream that started.
+fn started(response: Result<Response, super::ApiError>) -> Response {
+    match response {
+        Ok(response) => response,
+        Err(e) => panic!("the stream did not start: {e}"),
+    }
+}
+
 /// One token per event for `text`, then `end` if given.
 fn generation(
     text: &str,
@@ -178,7 +186,7 @@ async fn chat_stream_has_role_content_finish_usage_and_done() {
     let text = "Hi there, 日本!";
     let (generation, _) = generation(text, finished(FinishReason::Stop, 5), &[]);
     let envelope = Envelope::new(Flavor::Chat, MODEL, "t5");
-    let data = sse_data(respond::stream(generation, envelope, true)).await;
+    let data = sse_data(started(respond::stream(generation, envelope, true).await)).await;
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
     let chunks: Vec<Value> = data
         .iter()
@@ -210,7 +218,7 @@ async fn stream_error_is_an_error_event_then_done() {
     });
     let (generation, _) = generation("Hi", failed, &[]);
     let envelope = Envelope::new(Flavor::Text, MODEL, "t6");
-    let data = sse_data(respond::stream(generation, envelope, false)).await;
+    let data = sse_data(started(respond::stream(generation, envelope, false).await)).await;
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
     let error: Value = serde_json::from_str(&data[data.len() - 2]).unwrap_or(Value::Null);
     assert!(
@@ -223,11 +231,27 @@ async fn stream_error_is_an_error_event_then_done() {
 }
 
 #[tokio::test]
+async fn a_stream_that_fails_before_any_text_is_an_error_status() {
+    let failed = Some(GenerateEvent::Failed {
+        message: "out of memory".into(),
+    });
+    let (generation, _) = generation("", failed, &[]);
+    let envelope = Envelope::new(Flavor::Chat, MODEL, "t8");
+    match respond::stream(generation, envelope, false).await {
+        Ok(_) => panic!("a stream with nothing but a failure must not start"),
+        Err(e) => {
+            assert_eq!(e.status(), axum::http::StatusCode::BAD_GATEWAY);
+            assert!(e.to_string().contains("out of memory"), "{e}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn client_disconnect_cancels_the_generation() {
     // The node sends one token and then nothing more.
     let (generation, dropped) = generation("Hi", None, &[]);
     let envelope = Envelope::new(Flavor::Chat, MODEL, "t7");
-    let response = respond::stream(generation, envelope, false);
+    let response = started(respond::stream(generation, envelope, false).await);
     let mut body: Body = response.into_body();
     let first = body.frame().await;
     assert!(matches!(first, Some(Ok(_))));

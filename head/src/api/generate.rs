@@ -5,7 +5,7 @@
 use super::types::Params;
 use super::{ApiError, AppState};
 use crate::codec::{Detokenizer, ModelCodec, StopMatcher};
-use crate::fleet::{FleetError, RemoteGeneration};
+use crate::fleet::{Fleet, FleetError, RemoteGeneration};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
@@ -53,12 +53,31 @@ pub enum Step {
     Done(&'static str),
 }
 
+/// How many times a generation is sent to another node when its node is
+/// lost before the first token.
+const MAX_RETRIES: usize = 2;
+
+/// What sending a generation again takes.
+struct Retry {
+    fleet: Fleet,
+    /// The request as first sent, before routing set its slot.
+    request: GenerateRequest,
+    /// The nodes (ids) it has been sent to.
+    tried: Vec<String>,
+}
+
 /// A generation running on a node, read as text.
+///
+/// If the node is lost before the first token (its process stopped, its
+/// connection died), the generation is sent to another node serving the
+/// model, at most [`MAX_RETRIES`] times; the client sees one answer, later.
+/// After the first token it is not: the text so far would be answered twice.
 ///
 /// Dropping it drops the [`RemoteGeneration`], which cancels the generation
 /// on the node (for example when the client disconnects).
 pub struct Generation {
     remote: Option<Box<dyn EventSource>>,
+    retry: Option<Retry>,
     codec: Arc<ModelCodec>,
     detok: Detokenizer,
     stop: StopMatcher,
@@ -106,12 +125,18 @@ impl Generation {
             slot: None,
         };
         let started = Instant::now();
-        let remote = state.fleet.generate(request).await?;
+        let remote = state.fleet.generate(request.clone()).await?;
         let node = remote.node_name.clone();
         span.record("node", node.as_str());
+        let retry = Retry {
+            fleet: state.fleet.clone(),
+            request,
+            tried: vec![remote.node_id.clone()],
+        };
         let mut generation =
             Generation::from_source(Box::new(remote), codec, &params.stop, len, node, span);
         generation.started = started;
+        generation.retry = Some(retry);
         Ok(generation)
     }
 
@@ -127,6 +152,7 @@ impl Generation {
     ) -> Generation {
         Generation {
             remote: Some(source),
+            retry: None,
             codec,
             detok: Detokenizer::new(),
             stop: StopMatcher::new(stop.iter().cloned()),
@@ -158,6 +184,9 @@ impl Generation {
                 Ok(event) => event,
                 Err(err) => {
                     self.remote = None;
+                    if self.send_elsewhere(&err).await {
+                        continue;
+                    }
                     return Err(err.into());
                 }
             };
@@ -208,6 +237,39 @@ impl Generation {
                         ),
                     });
                 }
+            }
+        }
+    }
+
+    /// After `lost` ended the generation, sends it to another node if no
+    /// token has come yet; whether another node took it.
+    async fn send_elsewhere(&mut self, lost: &FleetError) -> bool {
+        if self.seen_first_token || !matches!(lost, FleetError::NodeLost { .. }) {
+            return false;
+        }
+        let Some(retry) = self.retry.as_mut() else {
+            return false;
+        };
+        if retry.tried.len() > MAX_RETRIES {
+            return false;
+        }
+        let sent = retry
+            .fleet
+            .retry(retry.request.clone(), retry.tried.clone())
+            .await;
+        let _entered = self.span.enter();
+        match sent {
+            Ok(remote) => {
+                tracing::warn!(error = %lost, to = %remote.node_name, "lost the node before the first token; sent the generation to another");
+                retry.tried.push(remote.node_id.clone());
+                self.node = remote.node_name.clone();
+                self.span.record("node", self.node.as_str());
+                self.remote = Some(Box::new(remote));
+                true
+            }
+            Err(error) => {
+                tracing::warn!(error = %lost, retry = %error, "lost the node before the first token, and no other node took the generation");
+                false
             }
         }
     }

@@ -138,7 +138,7 @@ async fn run(
     include_usage: bool,
 ) -> Result<Response, ApiError> {
     if stream {
-        Ok(respond::stream(generation, envelope, include_usage))
+        respond::stream(generation, envelope, include_usage).await
     } else {
         respond::complete(generation, envelope).await
     }

@@ -9,6 +9,7 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use superfluid_link::{client_endpoint, connect, read_frame, write_frame, Identity};
@@ -21,8 +22,20 @@ use tower::ServiceExt;
 /// What the stub node says, one token per frame.
 const REPLY: &str = "Hello 日本 🦀! The end.";
 
-/// A router whose fleet holds one stub node serving the model with `ctx`.
-async fn app_with_node(ctx: u32) -> Router {
+/// What a stub node does with each generation it is sent.
+#[derive(Clone, Copy, PartialEq)]
+enum Stub {
+    /// Answers [`REPLY`], one token per frame.
+    Answer,
+    /// Reads the request, then closes its connection, as a node whose
+    /// process died before the first token.
+    VanishBeforeFirstToken,
+    /// Sends the first token of [`REPLY`], then closes its connection.
+    VanishAfterFirstToken,
+}
+
+/// A fleet listening on loopback Link F.
+async fn fleet() -> (Fleet, superfluid_link::Identity, crate::fleet::LinkListener) {
     let identity = Identity::generate().unwrap();
     let fleet = Fleet::new();
     let config = LinkListenConfig {
@@ -31,15 +44,26 @@ async fn app_with_node(ctx: u32) -> Router {
         authorizer: Arc::new(|_| true),
     };
     let listener = listen(fleet.clone(), config).await.unwrap();
-    let reply = catalog().get(MODEL).unwrap().tokenize_plain(REPLY);
+    (fleet, identity, listener)
+}
 
+/// Joins a stub node named `name` serving the model with `ctx`; returns how
+/// many generations it has been sent.
+async fn stub(
+    listener_addr: std::net::SocketAddr,
+    head: &Identity,
+    name: &str,
+    ctx: u32,
+    does: Stub,
+) -> Arc<AtomicUsize> {
+    let reply = catalog().get(MODEL).unwrap().tokenize_plain(REPLY);
     let node_id = Identity::generate().unwrap();
-    let endpoint = client_endpoint(listener.addr, &node_id, identity.fingerprint()).unwrap();
-    let conn = connect(&endpoint, listener.addr).await.unwrap();
+    let endpoint = client_endpoint(listener_addr, &node_id, head.fingerprint()).unwrap();
+    let conn = connect(&endpoint, listener_addr).await.unwrap();
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
     let hello = NodeHello {
         version: PROTOCOL_VERSION,
-        name: "stub".into(),
+        name: name.into(),
         models: vec![ModelDescription {
             id: MODEL.into(),
             ctx,
@@ -50,20 +74,34 @@ async fn app_with_node(ctx: u32) -> Router {
     };
     write_frame(&mut send, &hello).await.unwrap();
     let _reply: Option<superfluid_proto::HeadReply> = read_frame(&mut recv).await.unwrap();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
     tokio::spawn(async move {
-        let _keep = (send, recv, endpoint, listener);
+        let _keep = (send, recv, endpoint);
         while let Ok((mut send, mut recv)) = conn.accept_bi().await {
             let reply = reply.clone();
+            let conn = conn.clone();
+            counter.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 let Ok(Some(req)) = read_frame::<GenerateRequest>(&mut recv).await else {
                     return;
                 };
+                if does == Stub::VanishBeforeFirstToken {
+                    conn.close(0u32.into(), b"gone");
+                    return;
+                }
                 let n = reply.len().min(req.max_tokens as usize);
                 for &t in &reply[..n] {
                     if write_frame(&mut send, &GenerateEvent::Tokens(vec![t]))
                         .await
                         .is_err()
                     {
+                        return;
+                    }
+                    if does == Stub::VanishAfterFirstToken {
+                        // Let the token reach the head before the connection goes.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        conn.close(0u32.into(), b"gone");
                         return;
                     }
                 }
@@ -82,17 +120,38 @@ async fn app_with_node(ctx: u32) -> Router {
             });
         }
     });
+    asked
+}
+
+/// Waits until `fleet` has `n` nodes serving the model with `ctx`.
+async fn wait_for(fleet: &Fleet, n: usize, ctx: u32) {
     for _ in 0..500 {
-        if fleet.context_len(MODEL).is_some() {
+        if fleet.context_len(MODEL).is_some() && fleet.nodes().len() == n {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    assert_eq!(fleet.nodes().len(), n);
     assert_eq!(fleet.context_len(MODEL), Some(ctx));
+}
+
+fn app(fleet: Fleet) -> Router {
     router(AppState {
         catalog: catalog(),
         fleet,
     })
+}
+
+/// A router whose fleet holds one stub node serving the model with `ctx`.
+async fn app_with_node(ctx: u32) -> Router {
+    let (fleet, identity, listener) = fleet().await;
+    stub(listener.addr, &identity, "stub", ctx, Stub::Answer).await;
+    tokio::spawn(async move {
+        let _keep = listener;
+        std::future::pending::<()>().await;
+    });
+    wait_for(&fleet, 1, ctx).await;
+    app(fleet)
 }
 
 async fn post(app: Router, path: &str, body: Value) -> (StatusCode, Option<String>, String) {
@@ -202,4 +261,77 @@ async fn a_prompt_longer_than_the_context_gets_the_context_message() {
     let (status, _, text) = post(app, "/v1/completions", body).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
     assert!(text.contains("\"param\":\"prompt\""), "{text}");
+}
+
+/// A fleet of a stub that answers (`good`) and one that does `other`,
+/// behind the HTTP API; the fleet, the API, and how often each was asked.
+async fn two_stubs(other: Stub) -> (Fleet, Router, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (fleet, identity, listener) = fleet().await;
+    let good = stub(listener.addr, &identity, "good", 512, Stub::Answer).await;
+    let bad = stub(listener.addr, &identity, "bad", 512, other).await;
+    tokio::spawn(async move {
+        let _keep = listener;
+        std::future::pending::<()>().await;
+    });
+    wait_for(&fleet, 2, 512).await;
+    (fleet.clone(), app(fleet), good, bad)
+}
+
+#[tokio::test]
+async fn a_generation_whose_node_vanishes_before_its_first_token_is_answered_by_another() {
+    for stream in [false, true] {
+        let (fleet, app, good, bad) = two_stubs(Stub::VanishBeforeFirstToken).await;
+        // Equal idle nodes take turns, so within two requests one is sent to
+        // the vanishing node; every request must still be answered in full.
+        for _ in 0..2 {
+            let body = json!({"model": MODEL, "prompt": "Say hi", "stream": stream});
+            let (status, node, text) = post(app.clone(), "/v1/completions", body).await;
+            assert_eq!(status, StatusCode::OK, "stream {stream}: {text}");
+            assert_eq!(node.as_deref(), Some("good"), "stream {stream}: {text}");
+            let answer: String = if stream {
+                assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+                assert!(!text.contains("\"error\""), "{text}");
+                text.lines()
+                    .filter_map(|l| l.strip_prefix("data: "))
+                    .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                    .filter_map(|c| c["choices"][0]["text"].as_str().map(str::to_owned))
+                    .collect()
+            } else {
+                let body: Value = serde_json::from_str(&text).unwrap();
+                body["choices"][0]["text"].as_str().unwrap_or("").to_owned()
+            };
+            assert_eq!(answer, REPLY, "stream {stream}");
+        }
+        assert_eq!(bad.load(Ordering::SeqCst), 1, "stream {stream}");
+        assert_eq!(good.load(Ordering::SeqCst), 2, "stream {stream}");
+        assert_eq!(fleet.metrics().retried(), 1, "stream {stream}");
+        let metrics = crate::metrics::render(&fleet);
+        assert!(
+            metrics.contains("superfluid_generations_retried_total 1\n"),
+            "{metrics}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_generation_whose_node_vanishes_after_its_first_token_fails_and_is_not_repeated() {
+    let (fleet, app, good, bad) = two_stubs(Stub::VanishAfterFirstToken).await;
+    let mut failed = 0;
+    for _ in 0..2 {
+        let body = json!({"model": MODEL, "prompt": "Say hi"});
+        let (status, node, text) = post(app.clone(), "/v1/completions", body).await;
+        if status == StatusCode::OK {
+            assert_eq!(node.as_deref(), Some("good"), "{text}");
+            continue;
+        }
+        failed += 1;
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{text}");
+        assert!(text.contains("lost the connection to node bad"), "{text}");
+    }
+    assert_eq!(failed, 1);
+    assert_eq!(bad.load(Ordering::SeqCst), 1);
+    // The text so far came from `bad`: sending it elsewhere would answer
+    // the start twice.
+    assert_eq!(good.load(Ordering::SeqCst), 1);
+    assert_eq!(fleet.metrics().retried(), 0);
 }

@@ -153,22 +153,33 @@ pub async fn complete(
 
 /// Answers with server-sent events as the node generates. If the client
 /// goes away the stream, and with it the generation, is dropped.
-pub fn stream(generation: Generation, envelope: Envelope, include_usage: bool) -> Response {
+///
+/// The response starts with the generation's first text (or its end), so
+/// that its `x-superfluid-node` header names the node that answers even if
+/// the first one was lost before its first token, and a generation that
+/// fails before any text gets an error status instead of a stream.
+pub async fn stream(
+    mut generation: Generation,
+    envelope: Envelope,
+    include_usage: bool,
+) -> Result<Response, ApiError> {
+    let first = generation.next().await?;
     let node = generation.node.clone();
-    let mut pending = VecDeque::new();
-    if envelope.flavor == Flavor::Chat {
-        pending.push_back(data(&envelope.chunk(Some(""), true, None)));
-    }
-    let state = StreamState {
+    let mut state = StreamState {
         generation,
         envelope,
         include_usage,
-        pending,
+        pending: VecDeque::new(),
         done: false,
     };
+    if state.envelope.flavor == Flavor::Chat {
+        let role = state.envelope.chunk(Some(""), true, None);
+        state.pending.push_back(data(&role));
+    }
+    state.push(Ok(first));
     let sse =
         Sse::new(events(state)).keep_alive(KeepAlive::new().interval(Duration::from_secs(10)));
-    with_node(&node, sse)
+    Ok(with_node(&node, sse))
 }
 
 struct StreamState {
@@ -177,6 +188,35 @@ struct StreamState {
     include_usage: bool,
     pending: VecDeque<Event>,
     done: bool,
+}
+
+impl StreamState {
+    /// Queues the events for one step of the generation.
+    fn push(&mut self, step: Result<Step, ApiError>) {
+        match step {
+            Ok(Step::Text(text)) => {
+                let chunk = self.envelope.chunk(Some(&text), false, None);
+                self.pending.push_back(data(&chunk));
+            }
+            Ok(Step::Done(finish)) => {
+                let last = self.envelope.chunk(None, false, Some(finish));
+                self.pending.push_back(data(&last));
+                if self.include_usage {
+                    let mut usage = self.envelope.wrap(true, json!([]));
+                    usage["usage"] = usage_json(self.generation.usage());
+                    self.pending.push_back(data(&usage));
+                }
+                self.pending.push_back(Event::default().data("[DONE]"));
+                self.done = true;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "generation failed mid-stream");
+                self.pending.push_back(data(&err.body()));
+                self.pending.push_back(Event::default().data("[DONE]"));
+                self.done = true;
+            }
+        }
+    }
 }
 
 fn data(value: &Value) -> Event {
@@ -192,29 +232,8 @@ fn events(state: StreamState) -> impl Stream<Item = Result<Event, Infallible>> +
             if st.done {
                 return None;
             }
-            match st.generation.next().await {
-                Ok(Step::Text(text)) => {
-                    let chunk = st.envelope.chunk(Some(&text), false, None);
-                    st.pending.push_back(data(&chunk));
-                }
-                Ok(Step::Done(finish)) => {
-                    let last = st.envelope.chunk(None, false, Some(finish));
-                    st.pending.push_back(data(&last));
-                    if st.include_usage {
-                        let mut usage = st.envelope.wrap(true, json!([]));
-                        usage["usage"] = usage_json(st.generation.usage());
-                        st.pending.push_back(data(&usage));
-                    }
-                    st.pending.push_back(Event::default().data("[DONE]"));
-                    st.done = true;
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "generation failed mid-stream");
-                    st.pending.push_back(data(&err.body()));
-                    st.pending.push_back(Event::default().data("[DONE]"));
-                    st.done = true;
-                }
-            }
+            let step = st.generation.next().await;
+            st.push(step);
         }
     })
 }

@@ -75,6 +75,7 @@ pub(crate) async fn dispatch(
     tracing::debug!(node = %node.name, model = %request.model, prompt = request.prompt.len(), slot = ?request.slot, "dispatched generation");
     Ok(RemoteGeneration {
         node_name: node.name.clone(),
+        node_id: node.node_id.clone(),
         send,
         recv,
         in_flight: Some(in_flight),
@@ -90,6 +91,8 @@ pub(crate) async fn dispatch(
 pub struct RemoteGeneration {
     /// The name of the node serving it.
     pub node_name: String,
+    /// That node's id, unique in the fleet.
+    pub node_id: String,
     send: SendStream,
     recv: RecvStream,
     /// Counts the generation as in flight until it ends or is dropped.
