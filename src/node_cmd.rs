@@ -124,6 +124,6 @@ async fn run_agent(mut agent: AgentConfig, flags: EngineFlags) -> Result<()> {
     agent.model_sha256 = Some(hash_model(&config.model).await?);
     let backend = engine::backend()?;
     let engine = config.start(&backend)?;
-    agent::run_until(Arc::new(engine), agent, shutdown_signal()).await?;
+    agent::run_until(Arc::new(engine), agent, shutdown_signal).await?;
     Ok(())
 }

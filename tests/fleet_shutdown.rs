@@ -70,24 +70,51 @@ async fn a_node_stopped_with_sigterm_leaves_the_fleet_at_once() {
     assert_eq!(status, 503, "with its only node gone: {body}");
 }
 
-// Multi-threaded: the request runs on its own task while this one polls
-// `fleet nodes` with blocking calls.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_whose_node_stops_before_its_first_token_is_answered_by_another() {
-    let _serial = serial().await;
-    let head_dir = TempDir::new("head");
-    let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
+/// Two nodes, `first` and `second`, joined to `head`.
+fn two_nodes(head: &Head) -> (Vec<TempDir>, Vec<Node>) {
     let mut dirs = Vec::new();
     let mut nodes = Vec::new();
     for name in ["first", "second"] {
-        let tok = token(&head, &[]).expect("minting a token");
+        let tok = token(head, &[]).expect("minting a token");
         let dir = TempDir::new(name);
         let mut node = Node::join(&tok, dir.path(), name, &[]).expect("starting the node");
-        node.wait_up(&head, Duration::from_secs(60))
+        node.wait_up(head, Duration::from_secs(60))
             .expect("the node joins");
         dirs.push(dir);
         nodes.push(node);
     }
+    (dirs, nodes)
+}
+
+/// Which of `first` and `second` (index, name) runs a generation now.
+fn busy_node(head: &Head) -> Option<(usize, &'static str)> {
+    let mut busy = None;
+    wait_until(
+        || {
+            busy = nodes_json(head).ok().and_then(|listed| {
+                ["first", "second"]
+                    .into_iter()
+                    .enumerate()
+                    .find(|(_, name)| {
+                        node_named(&listed, name)
+                            .is_some_and(|n| n["in_flight"].as_u64() == Some(1))
+                    })
+            });
+            busy.is_some()
+        },
+        Duration::from_secs(10),
+    );
+    busy
+}
+
+// Multi-threaded: the request runs on its own task while this one polls
+// `fleet nodes` with blocking calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_node_is_stopped_at_once_before_its_first_token_is_answered_by_another() {
+    let _serial = serial().await;
+    let head_dir = TempDir::new("head");
+    let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
+    let (_dirs, mut nodes) = two_nodes(&head);
 
     // About 700 prompt tokens: seconds of prefill on one thread, time enough
     // to stop the node computing it before its first token.
@@ -106,28 +133,18 @@ async fn a_request_whose_node_stops_before_its_first_token_is_answered_by_anothe
             Ok::<_, reqwest::Error>((status, body, node))
         })
     };
-    let mut busy = None;
-    let found = wait_until(
-        || {
-            busy = nodes_json(&head).ok().and_then(|listed| {
-                ["first", "second"].into_iter().find(|name| {
-                    node_named(&listed, name).is_some_and(|n| n["in_flight"].as_u64() == Some(1))
-                })
-            });
-            busy.is_some()
-        },
-        Duration::from_secs(10),
-    );
-    assert!(
-        found,
-        "no node took the request: {:?}",
-        nodes_json(&head).ok()
-    );
-    let (stopped, other) = match busy {
-        Some("first") => (&nodes[0], "second"),
-        _ => (&nodes[1], "first"),
+    let busy = busy_node(&head);
+    let Some((stopped, _)) = busy else {
+        panic!("no node took the request: {:?}", nodes_json(&head).ok());
     };
-    terminate(stopped);
+    let other = ["first", "second"][1 - stopped];
+    // The first signal lets the generation finish; the second stops now.
+    terminate(&nodes[stopped]);
+    nodes[stopped]
+        .proc
+        .wait_for_log("finishing the running generations", Duration::from_secs(10))
+        .expect("the node drains");
+    terminate(&nodes[stopped]);
 
     let answered = asking.await.expect("the request task");
     let (status, body, node) = answered.expect("asking the head");
@@ -146,4 +163,74 @@ async fn a_request_whose_node_stops_before_its_first_token_is_answered_by_anothe
         metrics.contains("superfluid_generations_retried_total 1\n"),
         "{metrics}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stopped_with_sigterm_finishes_its_running_generation_first() {
+    let _serial = serial().await;
+    let head_dir = TempDir::new("head");
+    let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
+    let (_dirs, mut nodes) = two_nodes(&head);
+
+    let body = json!({
+        "model": crate::support::MODEL,
+        "messages": [{"role": "user", "content": "Write a long story about a lighthouse keeper."}],
+        "temperature": 0,
+        "max_tokens": 96,
+        "stream": true,
+    });
+    let mut response = head
+        .client
+        .post(head.url("/v1/chat/completions"))
+        .json(&body)
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .expect("starting the stream");
+    assert_eq!(response.status().as_u16(), 200);
+    let serving = node_header(&response).expect("the stream names its node");
+    let stopped = if serving == "first" { 0 } else { 1 };
+    let mut text = String::new();
+    let first = response.chunk().await.expect("reading the stream");
+    text.push_str(&String::from_utf8_lossy(&first.expect("a first chunk")));
+    terminate(&nodes[stopped]);
+    let signalled = Instant::now();
+    while let Some(chunk) = response.chunk().await.expect("reading the stream") {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    assert!(
+        !text.contains("\"error\""),
+        "the generation was cut off: {text}"
+    );
+    assert!(
+        text.contains("\"finish_reason\":\"length\"")
+            || text.contains("\"finish_reason\":\"stop\""),
+        "{text}"
+    );
+    let node = &mut nodes[stopped];
+    let exited = wait_until(|| node.proc.try_wait().is_some(), Duration::from_secs(10));
+    assert!(
+        exited,
+        "the node still runs after its generation:\n{}",
+        node.proc.log()
+    );
+    assert!(
+        node.proc.try_wait().is_some_and(|s| s.success()),
+        "{}",
+        node.proc.log()
+    );
+    let log = node.proc.log();
+    assert!(log.contains("the running generations finished"), "{log}");
+    assert_leaves(
+        &head,
+        &serving,
+        signalled,
+        Duration::from_secs(30),
+        "SIGTERM and its generation",
+    );
+    // The fleet still answers, from the other node.
+    let (status, body, node) = head.chat("Hello", 4).await.expect("asking the head");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(node.as_deref(), Some(["first", "second"][1 - stopped]));
 }

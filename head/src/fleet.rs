@@ -176,15 +176,18 @@ impl Fleet {
     }
 
     /// [`Fleet::generate`] again for a generation whose node was lost
-    /// before its first token: any node but those in `lost` (node ids).
-    /// Counted in `superfluid_generations_retried_total`.
+    /// before its first token: any node but those in `tried` (node ids).
+    /// Counted in `superfluid_generations_retried_total` once a node takes it.
     pub async fn retry(
         &self,
         request: GenerateRequest,
-        lost: Vec<String>,
+        tried: Vec<String>,
     ) -> Result<RemoteGeneration, FleetError> {
-        self.metrics.record_retried();
-        self.generate_except(request, lost).await
+        let sent = self.generate_except(request, tried).await;
+        if sent.is_ok() {
+            self.metrics.record_retried();
+        }
+        sent
     }
 
     async fn generate_except(

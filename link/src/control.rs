@@ -21,6 +21,9 @@ pub const CLOSE_PROTOCOL: VarInt = VarInt::from_u32(2);
 pub const STREAM_CANCELLED: VarInt = VarInt::from_u32(1);
 /// Stream reset/stop code: a frame on this stream was bad.
 pub const STREAM_BAD_FRAME: VarInt = VarInt::from_u32(2);
+/// Stream reset/stop code: the node is stopping and takes no new
+/// generation; the head sends it to another node.
+pub const STREAM_NODE_STOPPING: VarInt = VarInt::from_u32(3);
 
 /// Sends a heartbeat every [`HEARTBEAT_INTERVAL`] on a control stream until
 /// the stream fails (the connection is gone).

@@ -9,10 +9,13 @@
 //! reconnects with exponential backoff and jitter, forever.
 
 mod control;
+mod drain;
 mod endpoints;
 mod serve;
 
 use crate::{credential::Credential, engine::Engine};
+use drain::Drain;
+pub use drain::DRAIN_GRACE;
 use endpoints::Endpoints;
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use superfluid_link::{
@@ -78,27 +81,44 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// the join token (which retrying cannot fix), or `join_only` is set and the
 /// node has joined.
 pub async fn run(engine: Arc<dyn Engine>, config: AgentConfig) -> Result<(), AgentError> {
-    run_until(engine, config, std::future::pending()).await
+    run_until(engine, config, std::future::pending).await
 }
 
-/// [`run`], until `shutdown` completes: then the connection to the head is
-/// closed with a reason, so that the head stops routing to this node at
-/// once rather than after Link F's idle timeout. Generations still running
-/// end; the head answers their clients with an error.
-pub async fn run_until(
+/// [`run`], until the future `shutdown()` returns completes. Then the node
+/// drains: it refuses new generations, which the head sends to another
+/// node, and lets the running ones finish, for [`DRAIN_GRACE`] at most or
+/// until a second `shutdown()` completes. Then the connection to the head
+/// is closed with a reason, so that the head stops routing to this node at
+/// once rather than after Link F's idle timeout.
+pub async fn run_until<F>(
     engine: Arc<dyn Engine>,
     config: AgentConfig,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> Result<(), AgentError> {
+    shutdown: impl Fn() -> F,
+) -> Result<(), AgentError>
+where
+    F: std::future::Future<Output = ()>,
+{
     let endpoints = Endpoints::new(&config)?;
+    let drain = Drain::default();
+    let serving = serve_heads(&engine, &config, &endpoints, &drain);
+    tokio::pin!(serving);
     tokio::select! {
-        ended = serve_heads(&engine, &config, &endpoints) => ended,
-        () = shutdown => {
-            tracing::info!("shutting down; closing the connection to the head");
-            endpoints.close(b"the node is shutting down").await;
-            Ok(())
+        ended = &mut serving => return ended,
+        () = shutdown() => {}
+    }
+    let running = drain.start();
+    if running > 0 {
+        tracing::info!(running, grace = ?DRAIN_GRACE, "shutting down: finishing the running generations first (stop again to end them now)");
+        tokio::select! {
+            ended = &mut serving => ended?,
+            () = drain.finished() => tracing::info!("the running generations finished"),
+            () = tokio::time::sleep(DRAIN_GRACE) => tracing::warn!(running = drain.running(), "the running generations did not finish in time; ending them"),
+            () = shutdown() => tracing::warn!(running = drain.running(), "stopping now; ending the running generations"),
         }
     }
+    tracing::info!("shutting down; closing the connection to the head");
+    endpoints.close(b"the node is shutting down").await;
+    Ok(())
 }
 
 /// The body of [`run`] once the endpoints exist.
@@ -106,12 +126,13 @@ async fn serve_heads(
     engine: &Arc<dyn Engine>,
     config: &AgentConfig,
     endpoints: &Endpoints,
+    drain: &Drain,
 ) -> Result<(), AgentError> {
     tracing::info!(heads = ?config.head_addrs, pinned = %config.head_fingerprint, fingerprint = %config.identity.fingerprint(), joining = config.join_token.is_some(), "node agent starting");
     let mut token = config.join_token.clone();
     let mut failures: u32 = 0;
     loop {
-        let end = session(engine, config, endpoints, &mut token).await?;
+        let end = session(engine, config, endpoints, drain, &mut token).await?;
         if end.welcomed {
             failures = 0;
         }
@@ -239,6 +260,7 @@ async fn session(
     engine: &Arc<dyn Engine>,
     config: &AgentConfig,
     endpoints: &Endpoints,
+    drain: &Drain,
     join_token: &mut Option<String>,
 ) -> Result<SessionEnd, AgentError> {
     let (conn, addr) = match dial(config, endpoints).await {
@@ -295,8 +317,14 @@ async fn session(
     let control = tokio::spawn(control_reader(conn.clone(), recv));
     let error = loop {
         match conn.accept_bi().await {
+            Ok((send, recv)) if drain.is_draining() => drain::refuse(send, recv),
             Ok((send, recv)) => {
-                tokio::spawn(serve::serve_stream(engine.clone(), send, recv));
+                let running = drain.track();
+                let engine = engine.clone();
+                tokio::spawn(async move {
+                    serve::serve_stream(engine, send, recv).await;
+                    drop(running);
+                });
             }
             Err(e) => break LinkError::Connection(e),
         }

@@ -335,3 +335,25 @@ async fn a_generation_whose_node_vanishes_after_its_first_token_fails_and_is_not
     assert_eq!(good.load(Ordering::SeqCst), 1);
     assert_eq!(fleet.metrics().retried(), 0);
 }
+
+#[tokio::test]
+async fn a_generation_whose_only_node_vanishes_gets_a_502_naming_the_node() {
+    let (fleet, identity, listener) = fleet().await;
+    let bad = stub(
+        listener.addr,
+        &identity,
+        "bad",
+        512,
+        Stub::VanishBeforeFirstToken,
+    )
+    .await;
+    let _keep = listener;
+    wait_for(&fleet, 1, 512).await;
+    let body = json!({"model": MODEL, "prompt": "Say hi", "stream": true});
+    let (status, node, text) = post(app(fleet.clone()), "/v1/completions", body).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{text}");
+    assert_eq!(node, None, "{text}");
+    assert!(text.contains("lost the connection to node bad"), "{text}");
+    assert_eq!(bad.load(Ordering::SeqCst), 1);
+    assert_eq!(fleet.metrics().retried(), 0);
+}
