@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use superfluid_link::control::STREAM_NODE_STOPPING;
 use superfluid_link::{client_endpoint, connect, read_frame, write_frame, Identity};
 use superfluid_proto::{
     FinishReason, GenerateEvent, GenerateRequest, ModelDescription, NodeHello, Outcome,
@@ -32,6 +33,8 @@ enum Stub {
     VanishBeforeFirstToken,
     /// Sends the first token of [`REPLY`], then closes its connection.
     VanishAfterFirstToken,
+    /// Turns the generation away as a stopping node does.
+    Stopping,
 }
 
 /// A fleet listening on loopback Link F.
@@ -88,6 +91,10 @@ async fn stub(
                 };
                 if does == Stub::VanishBeforeFirstToken {
                     conn.close(0u32.into(), b"gone");
+                    return;
+                }
+                if does == Stub::Stopping {
+                    let _ = send.reset(STREAM_NODE_STOPPING);
                     return;
                 }
                 let n = reply.len().min(req.max_tokens as usize);
@@ -356,4 +363,28 @@ async fn a_generation_whose_only_node_vanishes_gets_a_502_naming_the_node() {
     assert!(text.contains("lost the connection to node bad"), "{text}");
     assert_eq!(bad.load(Ordering::SeqCst), 1);
     assert_eq!(fleet.metrics().retried(), 0);
+}
+
+#[tokio::test]
+async fn a_node_that_turns_a_generation_away_as_it_stops_gets_no_more() {
+    let (fleet, app, good, stopping) = two_stubs(Stub::Stopping).await;
+    for _ in 0..4 {
+        let body = json!({"model": MODEL, "prompt": "Say hi"});
+        let (status, node, text) = post(app.clone(), "/v1/completions", body).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        assert_eq!(node.as_deref(), Some("good"), "{text}");
+    }
+    // Turned away once, then marked draining: the router skips it.
+    assert_eq!(stopping.load(Ordering::SeqCst), 1);
+    assert_eq!(good.load(Ordering::SeqCst), 4);
+    assert_eq!(fleet.metrics().retried(), 1);
+    let states: Vec<(String, &str)> = fleet
+        .nodes()
+        .iter()
+        .map(|n| (n.name.clone(), n.state.as_str()))
+        .collect();
+    assert!(
+        states.contains(&("bad".to_owned(), "draining")),
+        "{states:?}"
+    );
 }

@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use superfluid_link::{
-    control::{STREAM_BAD_FRAME, STREAM_CANCELLED},
-    quinn::{RecvStream, SendStream},
+    control::{STREAM_BAD_FRAME, STREAM_CANCELLED, STREAM_NODE_STOPPING},
+    quinn::{ReadError, RecvStream, SendStream},
     read_frame, write_frame, LinkError,
 };
 use superfluid_proto::{GenerateEvent, GenerateRequest};
@@ -138,6 +138,10 @@ impl RemoteGeneration {
                 if matches!(e, LinkError::Frame(_)) {
                     let _ = self.recv.stop(STREAM_BAD_FRAME);
                 }
+                if matches!(e, LinkError::Read(ReadError::Reset(code)) if code == STREAM_NODE_STOPPING)
+                {
+                    self.node_stopping();
+                }
                 self.end(false);
                 Err(self.lost(e.to_string()))
             }
@@ -154,6 +158,16 @@ impl RemoteGeneration {
             if served {
                 in_flight.served();
             }
+        }
+    }
+
+    /// The node turned the generation away because it is stopping: route
+    /// nothing more to it while it finishes its running generations.
+    fn node_stopping(&self) {
+        if let Some(in_flight) = &self.in_flight {
+            let node = in_flight.node();
+            node.set_draining(true);
+            tracing::info!(node = %node.name, node_id = %node.node_id, "the node is stopping: no new generations go there");
         }
     }
 
