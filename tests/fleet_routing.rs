@@ -57,14 +57,7 @@ fn system_prompt(topic: &str) -> String {
 /// cached prompt tokens.
 async fn turn(head: &Head, messages: &[Value]) -> (String, String, u64) {
     let body = json!({"model": crate::support::MODEL, "messages": messages, "max_tokens": 12, "temperature": 0});
-    let resp = head
-        .client
-        .post(head.url("/v1/chat/completions"))
-        .json(&body)
-        .timeout(Duration::from_secs(120))
-        .send()
-        .await
-        .expect("sending a chat");
+    let resp = head.post_chat(&body).await;
     assert_eq!(resp.status().as_u16(), 200, "chat failed");
     let node = node_header(&resp).expect("every answer names its node in x-superfluid-node");
     let answer: Value = resp.json().await.expect("a JSON answer");

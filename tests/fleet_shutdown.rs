@@ -179,14 +179,7 @@ async fn a_node_stopped_with_sigterm_finishes_its_running_generation_first() {
         "max_tokens": 96,
         "stream": true,
     });
-    let mut response = head
-        .client
-        .post(head.url("/v1/chat/completions"))
-        .json(&body)
-        .timeout(Duration::from_secs(120))
-        .send()
-        .await
-        .expect("starting the stream");
+    let mut response = head.post_chat(&body).await;
     assert_eq!(response.status().as_u16(), 200);
     let serving = node_header(&response).expect("the stream names its node");
     let stopped = if serving == "first" { 0 } else { 1 };

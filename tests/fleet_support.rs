@@ -393,6 +393,17 @@ impl Head {
         }
     }
 
+    /// Sends `body` to `/v1/chat/completions`, two minutes at most.
+    pub async fn post_chat(&self, body: &Value) -> reqwest::Response {
+        self.client
+            .post(self.url("/v1/chat/completions"))
+            .json(body)
+            .timeout(Duration::from_secs(120))
+            .send()
+            .await
+            .expect("sending a chat request")
+    }
+
     /// The text of `GET /metrics`.
     pub async fn metrics(&self) -> String {
         self.client
