@@ -48,6 +48,17 @@ fn started(response: Result<Response, super::ApiError>) -> Response {
     }
 }
 
+/// Fails unless `response` is a 502 whose message contains `needle`.
+fn assert_bad_gateway(response: Result<Response, super::ApiError>, needle: &str) {
+    match response {
+        Ok(_) => panic!("a failed generation must not get a response"),
+        Err(e) => {
+            assert_eq!(e.status(), axum::http::StatusCode::BAD_GATEWAY);
+            assert!(e.to_string().contains(needle), "{e}");
+        }
+    }
+}
+
 /// One token per event for `text`, then `end` if given.
 fn generation(
     text: &str,
@@ -172,13 +183,10 @@ async fn node_failure_without_streaming_is_a_502() {
     });
     let (generation, _) = generation("Hi", failed, &[]);
     let envelope = Envelope::new(Flavor::Chat, MODEL, "t4");
-    match respond::complete(generation, envelope).await {
-        Ok(_) => panic!("a failed generation must not succeed"),
-        Err(e) => {
-            assert_eq!(e.status(), axum::http::StatusCode::BAD_GATEWAY);
-            assert!(e.to_string().contains("out of memory"));
-        }
-    }
+    assert_bad_gateway(
+        respond::complete(generation, envelope).await,
+        "out of memory",
+    );
 }
 
 #[tokio::test]
@@ -237,13 +245,10 @@ async fn a_stream_that_fails_before_any_text_is_an_error_status() {
     });
     let (generation, _) = generation("", failed, &[]);
     let envelope = Envelope::new(Flavor::Chat, MODEL, "t8");
-    match respond::stream(generation, envelope, false).await {
-        Ok(_) => panic!("a stream with nothing but a failure must not start"),
-        Err(e) => {
-            assert_eq!(e.status(), axum::http::StatusCode::BAD_GATEWAY);
-            assert!(e.to_string().contains("out of memory"), "{e}");
-        }
-    }
+    assert_bad_gateway(
+        respond::stream(generation, envelope, false).await,
+        "out of memory",
+    );
 }
 
 #[tokio::test]

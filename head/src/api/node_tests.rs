@@ -37,8 +37,9 @@ enum Stub {
     Stopping,
 }
 
-/// A fleet listening on loopback Link F.
-async fn fleet() -> (Fleet, superfluid_link::Identity, crate::fleet::LinkListener) {
+/// A fleet listening on loopback Link F for the rest of the test: the fleet,
+/// its identity and its Link F address.
+async fn fleet() -> (Fleet, Identity, std::net::SocketAddr) {
     let identity = Identity::generate().unwrap();
     let fleet = Fleet::new();
     let config = LinkListenConfig {
@@ -47,13 +48,18 @@ async fn fleet() -> (Fleet, superfluid_link::Identity, crate::fleet::LinkListene
         authorizer: Arc::new(|_| true),
     };
     let listener = listen(fleet.clone(), config).await.unwrap();
-    (fleet, identity, listener)
+    let addr = listener.addr;
+    tokio::spawn(async move {
+        let _keep = listener;
+        std::future::pending::<()>().await;
+    });
+    (fleet, identity, addr)
 }
 
 /// Joins a stub node named `name` serving the model with `ctx`; returns how
 /// many generations it has been sent.
 async fn stub(
-    listener_addr: std::net::SocketAddr,
+    head_addr: std::net::SocketAddr,
     head: &Identity,
     name: &str,
     ctx: u32,
@@ -61,8 +67,8 @@ async fn stub(
 ) -> Arc<AtomicUsize> {
     let reply = catalog().get(MODEL).unwrap().tokenize_plain(REPLY);
     let node_id = Identity::generate().unwrap();
-    let endpoint = client_endpoint(listener_addr, &node_id, head.fingerprint()).unwrap();
-    let conn = connect(&endpoint, listener_addr).await.unwrap();
+    let endpoint = client_endpoint(head_addr, &node_id, head.fingerprint()).unwrap();
+    let conn = connect(&endpoint, head_addr).await.unwrap();
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
     let hello = NodeHello {
         version: PROTOCOL_VERSION,
@@ -151,12 +157,8 @@ fn app(fleet: Fleet) -> Router {
 
 /// A router whose fleet holds one stub node serving the model with `ctx`.
 async fn app_with_node(ctx: u32) -> Router {
-    let (fleet, identity, listener) = fleet().await;
-    stub(listener.addr, &identity, "stub", ctx, Stub::Answer).await;
-    tokio::spawn(async move {
-        let _keep = listener;
-        std::future::pending::<()>().await;
-    });
+    let (fleet, identity, addr) = fleet().await;
+    stub(addr, &identity, "stub", ctx, Stub::Answer).await;
     wait_for(&fleet, 1, ctx).await;
     app(fleet)
 }
@@ -273,13 +275,9 @@ async fn a_prompt_longer_than_the_context_gets_the_context_message() {
 /// A fleet of a stub that answers (`good`) and one that does `other`,
 /// behind the HTTP API; the fleet, the API, and how often each was asked.
 async fn two_stubs(other: Stub) -> (Fleet, Router, Arc<AtomicUsize>, Arc<AtomicUsize>) {
-    let (fleet, identity, listener) = fleet().await;
-    let good = stub(listener.addr, &identity, "good", 512, Stub::Answer).await;
-    let bad = stub(listener.addr, &identity, "bad", 512, other).await;
-    tokio::spawn(async move {
-        let _keep = listener;
-        std::future::pending::<()>().await;
-    });
+    let (fleet, identity, addr) = fleet().await;
+    let good = stub(addr, &identity, "good", 512, Stub::Answer).await;
+    let bad = stub(addr, &identity, "bad", 512, other).await;
     wait_for(&fleet, 2, 512).await;
     (fleet.clone(), app(fleet), good, bad)
 }
@@ -345,16 +343,8 @@ async fn a_generation_whose_node_vanishes_after_its_first_token_fails_and_is_not
 
 #[tokio::test]
 async fn a_generation_whose_only_node_vanishes_gets_a_502_naming_the_node() {
-    let (fleet, identity, listener) = fleet().await;
-    let bad = stub(
-        listener.addr,
-        &identity,
-        "bad",
-        512,
-        Stub::VanishBeforeFirstToken,
-    )
-    .await;
-    let _keep = listener;
+    let (fleet, identity, addr) = fleet().await;
+    let bad = stub(addr, &identity, "bad", 512, Stub::VanishBeforeFirstToken).await;
     wait_for(&fleet, 1, 512).await;
     let body = json!({"model": MODEL, "prompt": "Say hi", "stream": true});
     let (status, node, text) = post(app(fleet.clone()), "/v1/completions", body).await;
