@@ -55,5 +55,5 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
         data_dir.display()
     );
     tracing::info!("add a node: run `superfluid fleet token` here, then `superfluid fleet join TOKEN` on the node");
-    until_shutdown::<std::convert::Infallible>(head.http, None).await
+    until_shutdown::<std::convert::Infallible>(head, None).await
 }

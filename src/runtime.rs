@@ -3,8 +3,10 @@
 
 use std::future::Future;
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use superfluid_head::server::RunningHead;
 use tokio::task::JoinHandle;
 
 /// Runs `work` on a multi-threaded tokio runtime.
@@ -27,25 +29,55 @@ pub fn describe<E: std::fmt::Display, F: std::fmt::Display>(
     }
 }
 
-/// Waits for Ctrl-C or SIGTERM, or fails when the HTTP server or the node stops.
+/// The longest a stopping head waits for its open requests.
+const HTTP_GRACE: Duration = superfluid_node::agent::DRAIN_GRACE;
+
+/// Serves until Ctrl-C or SIGTERM, or fails when the HTTP server or the
+/// node stops on its own. On the signal the head stops gracefully: it takes
+/// no new connections, answers the requests it has (streams run to their
+/// end), for [`HTTP_GRACE`] at most or until a second signal, and then
+/// closes its Link F connections with a reason. `node`, the node of
+/// `superfluid serve`, drains on the same signal (see
+/// [`superfluid_node::agent::run_until`]); the head waits for it too.
 pub async fn until_shutdown<E: std::fmt::Display>(
-    http: JoinHandle<std::io::Result<()>>,
-    node: Option<JoinHandle<Result<(), E>>>,
+    mut head: RunningHead,
+    mut node: Option<JoinHandle<Result<(), E>>>,
 ) -> Result<()> {
-    let node = async move {
-        match node {
-            Some(node) => describe(node.await),
+    let node_ended = async {
+        match node.as_mut() {
+            Some(node) => node.await,
             None => std::future::pending().await,
         }
     };
-    tokio::select! {
-        ended = http => bail!("the HTTP server stopped: {}", describe(ended)),
-        why = node => bail!("the node stopped: {why}"),
-        () = shutdown_signal() => {
-            tracing::info!("shutting down");
-            Ok(())
+    let drained = tokio::select! {
+        ended = &mut head.http => bail!("the HTTP server stopped: {}", describe(ended)),
+        // A node ends well only once it has drained on the signal.
+        ended = node_ended => match ended {
+            Ok(Ok(())) => true,
+            ended => bail!("the node stopped: {}", describe(ended)),
+        },
+        () = shutdown_signal() => false,
+    };
+    let node = node.filter(|_| !drained);
+    tracing::info!("shutting down: taking no new requests and answering the open ones first (stop again to end them now)");
+    head.stop_http();
+    let finished = async {
+        if let Some(node) = node {
+            match node.await {
+                Ok(Ok(())) => {}
+                ended => tracing::warn!("the node did not stop cleanly: {}", describe(ended)),
+            }
         }
+        let _ = (&mut head.http).await;
+    };
+    tokio::select! {
+        () = finished => tracing::info!("the open requests are answered"),
+        () = tokio::time::sleep(HTTP_GRACE) => tracing::warn!("the open requests were not answered in time; ending them"),
+        () = shutdown_signal() => tracing::warn!("stopping now; ending the open requests"),
     }
+    head.close_link_and_wait().await;
+    tracing::info!("stopped");
+    Ok(())
 }
 
 /// Completes on Ctrl-C or, on Unix, SIGTERM (what `kill` and service

@@ -13,7 +13,7 @@ use superfluid_node::Engine;
 
 use crate::cli::ServeFlags;
 use crate::engine::{self, EngineConfig};
-use crate::runtime::{describe, hash_model, until_shutdown};
+use crate::runtime::{describe, hash_model, shutdown_signal, until_shutdown};
 
 const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -48,7 +48,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
         credential_dir: None,
         join_only: false,
     };
-    let mut node = tokio::spawn(agent::run(Arc::new(engine), agent));
+    let mut node = tokio::spawn(agent::run_until(Arc::new(engine), agent, shutdown_signal));
 
     // Say where we listen only once the node serves, so that the first
     // request a client sends after that line is answered.
@@ -69,5 +69,5 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
         config.threads,
         head.http_addr
     );
-    until_shutdown(head.http, Some(node)).await
+    until_shutdown(head, Some(node)).await
 }

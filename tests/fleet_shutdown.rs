@@ -3,7 +3,6 @@
 //! sending requests into a silent connection until Link F's 10 s idle
 //! timeout. A request it had not started answering goes to another node.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -12,17 +11,10 @@ use crate::fleet_support::{
     assert_leaves, node_header, node_named, nodes_json, serial, token, wait_until, Head, Node,
     TempDir,
 };
+use crate::stop_support::{
+    assert_exits_cleanly, assert_stream_complete, read_rest, story_stream, terminate,
+};
 use crate::support::chat;
-
-/// Sends SIGTERM to `node`'s process.
-fn terminate(node: &Node) {
-    let pid = node.proc.id().to_string();
-    let sent = Command::new("sh")
-        .args(["-c", &format!("kill -TERM {pid}")])
-        .status()
-        .expect("running kill");
-    assert!(sent.success(), "kill -TERM {pid} failed");
-}
 
 #[tokio::test]
 async fn a_node_stopped_with_sigterm_leaves_the_fleet_at_once() {
@@ -35,19 +27,12 @@ async fn a_node_stopped_with_sigterm_leaves_the_fleet_at_once() {
     node.wait_up(&head, Duration::from_secs(60))
         .expect("the node joins");
 
-    terminate(&node);
+    terminate(&node.proc);
     let signalled = Instant::now();
-    let exited = wait_until(|| node.proc.try_wait().is_some(), Duration::from_secs(10));
-    assert!(
-        exited,
-        "the node still runs 10 s after SIGTERM:\n{}",
-        node.proc.log()
-    );
-    let status = node.proc.try_wait();
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "a node stopped with SIGTERM should exit cleanly, got {status:?}:\n{}",
-        node.proc.log()
+    assert_exits_cleanly(
+        &mut node.proc,
+        Duration::from_secs(10),
+        "a node sent SIGTERM",
     );
     assert!(
         node.proc
@@ -139,12 +124,12 @@ async fn a_request_whose_node_is_stopped_at_once_before_its_first_token_is_answe
     };
     let other = ["first", "second"][1 - stopped];
     // The first signal lets the generation finish; the second stops now.
-    terminate(&nodes[stopped]);
+    terminate(&nodes[stopped].proc);
     nodes[stopped]
         .proc
         .wait_for_log("finishing the running generations", Duration::from_secs(10))
         .expect("the node drains");
-    terminate(&nodes[stopped]);
+    terminate(&nodes[stopped].proc);
 
     let answered = asking.await.expect("the request task");
     let (status, body, node) = answered.expect("asking the head");
@@ -172,46 +157,22 @@ async fn a_node_stopped_with_sigterm_finishes_its_running_generation_first() {
     let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
     let (_dirs, mut nodes) = two_nodes(&head);
 
-    let body = json!({
-        "model": crate::support::MODEL,
-        "messages": [{"role": "user", "content": "Write a long story about a lighthouse keeper."}],
-        "temperature": 0,
-        "max_tokens": 96,
-        "stream": true,
-    });
-    let mut response = head.post_chat(&body).await;
+    let mut response = head.post_chat(&story_stream(96)).await;
     assert_eq!(response.status().as_u16(), 200);
     let serving = node_header(&response).expect("the stream names its node");
     let stopped = if serving == "first" { 0 } else { 1 };
     let mut text = String::new();
     let first = response.chunk().await.expect("reading the stream");
     text.push_str(&String::from_utf8_lossy(&first.expect("a first chunk")));
-    terminate(&nodes[stopped]);
+    terminate(&nodes[stopped].proc);
     let signalled = Instant::now();
-    while let Some(chunk) = response.chunk().await.expect("reading the stream") {
-        text.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
-    assert!(
-        !text.contains("\"error\""),
-        "the generation was cut off: {text}"
-    );
-    assert!(
-        text.contains("\"finish_reason\":\"length\"")
-            || text.contains("\"finish_reason\":\"stop\""),
-        "{text}"
-    );
+    read_rest(&mut response, &mut text).await;
+    assert_stream_complete(&text);
     let node = &mut nodes[stopped];
-    let exited = wait_until(|| node.proc.try_wait().is_some(), Duration::from_secs(10));
-    assert!(
-        exited,
-        "the node still runs after its generation:\n{}",
-        node.proc.log()
-    );
-    assert!(
-        node.proc.try_wait().is_some_and(|s| s.success()),
-        "{}",
-        node.proc.log()
+    assert_exits_cleanly(
+        &mut node.proc,
+        Duration::from_secs(10),
+        "a node after its generation",
     );
     let log = node.proc.log();
     assert!(log.contains("the running generations finished"), "{log}");

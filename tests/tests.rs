@@ -12,3 +12,5 @@ mod netns;
 mod serve_chat;
 mod serve_completions;
 mod serve_errors;
+mod serve_shutdown;
+mod stop_support;

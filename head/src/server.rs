@@ -11,6 +11,7 @@ use superfluid_link::{
     allow_any, digest::sha256_file, Authorizer, Fingerprint, Identity, LinkError,
 };
 use superfluid_proto::{model_id_from_path, ModelDescription};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::admin::{self, AdminState};
@@ -109,15 +110,32 @@ pub struct RunningHead {
     pub model_ids: Vec<String>,
     /// The connected nodes.
     pub fleet: Fleet,
-    /// The HTTP server; it runs until the process ends.
+    /// The HTTP server; it runs until the process ends, or after
+    /// [`RunningHead::stop_http`] until its open requests are answered.
     pub http: JoinHandle<std::io::Result<()>>,
+    http_stop: watch::Sender<bool>,
     link: LinkListener,
 }
 
 impl RunningHead {
-    /// Closes every node connection and stops accepting nodes.
+    /// Stops accepting HTTP connections and closes idle ones; requests
+    /// already received are answered, streams to their end, and then the
+    /// [`RunningHead::http`] task ends.
+    pub fn stop_http(&self) {
+        self.http_stop.send_replace(true);
+    }
+
+    /// Closes every node connection with a reason and stops accepting
+    /// nodes.
     pub fn close_link(&self) {
         self.link.close();
+    }
+
+    /// [`RunningHead::close_link`], then waits (2 s at most) until the
+    /// nodes have been told.
+    pub async fn close_link_and_wait(&self) {
+        self.link.close();
+        self.link.closed().await;
     }
 }
 
@@ -169,7 +187,15 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
             tracing::debug!(error = %e, "could not set TCP_NODELAY on a client connection");
         }
     });
-    let http = tokio::spawn(async move { axum::serve(http, app).await });
+    let (http_stop, mut stopping) = watch::channel(false);
+    let stopped = async move {
+        // Without a sender the server runs until the process ends.
+        if stopping.wait_for(|stop| *stop).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let http =
+        tokio::spawn(async move { axum::serve(http, app).with_graceful_shutdown(stopped).await });
     Ok(RunningHead {
         link_addrs,
         http_addr,
@@ -178,6 +204,7 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         model_ids,
         fleet,
         http,
+        http_stop,
         link,
     })
 }

@@ -41,6 +41,9 @@ impl std::fmt::Debug for LinkListenConfig {
     }
 }
 
+/// How long [`LinkListener::closed`] waits for the nodes to be told.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 /// A running listener.
 #[derive(Debug)]
 pub struct LinkListener {
@@ -53,10 +56,17 @@ pub struct LinkListener {
 }
 
 impl LinkListener {
-    /// Closes every node connection and stops accepting.
+    /// Closes every node connection with a reason and stops accepting.
     pub fn close(&self) {
         self.endpoint
             .close(CLOSE_NORMAL, b"the head is shutting down");
+    }
+
+    /// Waits ([`CLOSE_WAIT`] at most) until the nodes have been told of a
+    /// [`LinkListener::close`]; a process that exits sooner may leave them
+    /// to find out by Link F's idle timeout.
+    pub async fn closed(&self) {
+        let _ = tokio::time::timeout(CLOSE_WAIT, self.endpoint.wait_idle()).await;
     }
 }
 

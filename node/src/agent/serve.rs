@@ -9,6 +9,10 @@ use superfluid_link::{
 };
 use superfluid_proto::{GenerateEvent, GenerateRequest};
 
+/// The longest a finished stream waits for the head to acknowledge its
+/// last event.
+const DELIVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Serves one stream the head opened. Each event is written as soon as the
 /// engine yields it. If the head stops reading or resets the stream, the
 /// [`crate::engine::Generation`] is dropped at once, which cancels it.
@@ -74,6 +78,10 @@ pub(super) async fn serve_stream(
         }
         if last {
             let _ = send.finish();
+            // Count as running until the head has the last event: a
+            // draining node closes its connection once nothing runs, and
+            // closing drops stream data not yet sent.
+            let _ = tokio::time::timeout(DELIVERY_WAIT, &mut stopped).await;
             return;
         }
     }
