@@ -12,19 +12,15 @@ mod control;
 mod drain;
 mod endpoints;
 mod serve;
+mod session;
 
-use crate::{credential::Credential, engine::Engine};
+use crate::engine::Engine;
 use drain::Drain;
 pub use drain::DRAIN_GRACE;
 use endpoints::Endpoints;
+use session::{session, Ended};
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
-use superfluid_link::{
-    connect,
-    control::HELLO_TIMEOUT,
-    quinn::{self, RecvStream, SendStream},
-    read_frame, write_frame, Fingerprint, Identity, LinkError,
-};
-use superfluid_proto::{ControlMsg, HeadReply, NodeHello, PROTOCOL_VERSION};
+use superfluid_link::{quinn, Fingerprint, Identity, LinkError};
 
 /// Where the head is and who this node is.
 #[derive(Debug, Clone)]
@@ -181,25 +177,6 @@ fn is_pin_mismatch(e: &LinkError) -> bool {
         if t.code == quinn::TransportErrorCode::crypto(ACCESS_DENIED))
 }
 
-/// Writes `node.json` after the first welcome, if a credential dir is set.
-fn save_credential(config: &AgentConfig) -> Result<(), AgentError> {
-    let (Some(dir), Some(text)) = (&config.credential_dir, &config.join_token) else {
-        return Ok(());
-    };
-    let fleet_id = superfluid_link::token::parse(text)
-        .map(|c| c.fleet_id)
-        .unwrap_or_default();
-    let credential = Credential {
-        fleet_id,
-        head_fingerprint: config.head_fingerprint,
-        head_addrs: config.head_addrs.clone(),
-        name: config.name.clone(),
-    };
-    credential.save(dir).map_err(AgentError::Credential)?;
-    tracing::info!(dir = %dir.display(), "saved the fleet credential; this node reconnects with its key from now on");
-    Ok(())
-}
-
 /// The wait before attempt `failures + 1`: doubling from [`BACKOFF_MIN`] up to
 /// [`BACKOFF_MAX`], scaled by a random factor in [0.5, 1] so restarts spread out.
 fn backoff(failures: u32) -> Duration {
@@ -219,200 +196,6 @@ fn jitter() -> f64 {
             .as_nanos(),
     );
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-enum Ended {
-    /// Welcomed with `join_only` set: the agent's work is done.
-    Joined,
-    Refused(String),
-    Lost(LinkError),
-}
-
-struct SessionEnd {
-    welcomed: bool,
-    addr: Option<SocketAddr>,
-    why: Ended,
-}
-
-/// Dials the head addresses in order; the first that completes a handshake.
-async fn dial(
-    config: &AgentConfig,
-    endpoints: &Endpoints,
-) -> Result<(quinn::Connection, SocketAddr), LinkError> {
-    let mut last = None;
-    for addr in &config.head_addrs {
-        let Some(endpoint) = endpoints.for_addr(addr) else {
-            continue;
-        };
-        match connect(endpoint, *addr).await {
-            Ok(conn) => return Ok((conn, *addr)),
-            Err(e) => {
-                tracing::debug!(head = %addr, error = %e, "could not reach the head at this address");
-                last = Some(e);
-            }
-        }
-    }
-    Err(last.unwrap_or(LinkError::NoPeerIdentity))
-}
-
-/// One connection: hello, then serve streams until the connection ends.
-async fn session(
-    engine: &Arc<dyn Engine>,
-    config: &AgentConfig,
-    endpoints: &Endpoints,
-    drain: &Drain,
-    join_token: &mut Option<String>,
-) -> Result<SessionEnd, AgentError> {
-    let (conn, addr) = match dial(config, endpoints).await {
-        Ok(found) => found,
-        Err(e) => {
-            return Ok(SessionEnd {
-                welcomed: false,
-                addr: None,
-                why: Ended::Lost(e),
-            })
-        }
-    };
-    let lost = |e| SessionEnd {
-        welcomed: false,
-        addr: Some(addr),
-        why: Ended::Lost(e),
-    };
-    let (send, recv) = match hello(&conn, engine, config, addr, join_token.as_deref()).await {
-        Ok(Ok(streams)) => streams,
-        Ok(Err(reason)) => {
-            return Ok(SessionEnd {
-                welcomed: false,
-                addr: Some(addr),
-                why: Ended::Refused(reason),
-            })
-        }
-        Err(e) => {
-            conn.close(
-                superfluid_link::control::CLOSE_PROTOCOL,
-                e.to_string().as_bytes(),
-            );
-            return Ok(lost(e));
-        }
-    };
-    // Enrolled: from now on this node's key is enough.
-    if join_token.take().is_some() {
-        if let Err(e) = save_credential(config) {
-            conn.close(
-                superfluid_link::control::CLOSE_NORMAL,
-                b"the node cannot save its credential",
-            );
-            return Err(e);
-        }
-    }
-    if config.join_only {
-        endpoints.close(b"joined; the node will run later").await;
-        return Ok(SessionEnd {
-            welcomed: true,
-            addr: Some(addr),
-            why: Ended::Joined,
-        });
-    }
-    let writer = tokio::spawn(control::write_control(send, engine.ledger().clone()));
-    let control = tokio::spawn(control_reader(conn.clone(), recv));
-    let error = loop {
-        match conn.accept_bi().await {
-            Ok((send, recv)) if drain.is_draining() => drain::refuse(send, recv),
-            Ok((send, recv)) => {
-                let running = drain.track();
-                let engine = engine.clone();
-                tokio::spawn(async move {
-                    serve::serve_stream(engine, send, recv).await;
-                    drop(running);
-                });
-            }
-            Err(e) => break LinkError::Connection(e),
-        }
-    };
-    writer.abort();
-    control.abort();
-    Ok(SessionEnd {
-        welcomed: true,
-        addr: Some(addr),
-        why: Ended::Lost(error),
-    })
-}
-
-/// Says hello; `Ok(Err(reason))` if the head refused this node.
-async fn hello(
-    conn: &quinn::Connection,
-    engine: &Arc<dyn Engine>,
-    config: &AgentConfig,
-    addr: SocketAddr,
-    join_token: Option<&str>,
-) -> Result<Result<(SendStream, RecvStream), String>, LinkError> {
-    let (mut send, mut recv) = conn.open_bi().await.map_err(LinkError::Connection)?;
-    let mut model = engine.info().model.clone();
-    if let Some(sha256) = config
-        .model_sha256
-        .as_ref()
-        .filter(|_| model.sha256.is_empty())
-    {
-        model.sha256 = sha256.clone();
-    }
-    let hello = NodeHello {
-        version: PROTOCOL_VERSION,
-        name: config.name.clone(),
-        models: vec![model],
-        join_token: join_token.map(str::to_owned),
-    };
-    write_frame(&mut send, &hello).await?;
-    let reply = match tokio::time::timeout(HELLO_TIMEOUT, read_frame::<HeadReply>(&mut recv)).await
-    {
-        Ok(reply) => reply,
-        Err(_) => return Err(LinkError::Connection(quinn::ConnectionError::TimedOut)),
-    };
-    match reply {
-        Ok(Some(HeadReply::Welcome { version, node_id })) => {
-            tracing::info!(head = %addr, %node_id, head_version = version, model = %hello.models[0].id, "joined the fleet");
-            Ok(Ok((send, recv)))
-        }
-        Ok(Some(HeadReply::Refused { reason })) => {
-            conn.close(superfluid_link::control::CLOSE_NORMAL, b"refused");
-            Ok(Err(reason))
-        }
-        // A head that refuses may close before its reply is read; its close reason says why.
-        Err(LinkError::Read(quinn::ReadError::ConnectionLost(
-            quinn::ConnectionError::ApplicationClosed(close),
-        ))) if close.error_code == superfluid_link::control::CLOSE_REFUSED => {
-            Ok(Err(String::from_utf8_lossy(&close.reason).into_owned()))
-        }
-        Ok(None) => Err(LinkError::Truncated {
-            got: 0,
-            want: superfluid_proto::LEN_PREFIX,
-        }),
-        Err(e) => Err(e),
-    }
-}
-
-/// Reads the head's control messages; a bad one closes the connection.
-async fn control_reader(conn: quinn::Connection, mut recv: RecvStream) {
-    loop {
-        match read_frame::<ControlMsg>(&mut recv).await {
-            // The head sends only heartbeats; cache and load reports are the
-            // node's to send, and ignored if a head ever sends one.
-            Ok(Some(ControlMsg::Heartbeat | ControlMsg::Kv(_) | ControlMsg::Load(_))) => {}
-            Ok(None) => {
-                conn.close(
-                    superfluid_link::control::CLOSE_NORMAL,
-                    b"the head ended the control stream",
-                );
-                return;
-            }
-            Err(LinkError::Frame(e)) => {
-                let reason = format!("bad control frame from the head: {e}");
-                tracing::warn!(%reason);
-                conn.close(superfluid_link::control::CLOSE_PROTOCOL, reason.as_bytes());
-                return;
-            }
-            Err(_) => return,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,12 @@ use crate::{
     ledger::Ledger,
 };
 use std::future::Future;
-use superfluid_link::{allow_only, server_endpoint};
-use superfluid_proto::{GenerateEvent, GenerateRequest, ModelDescription, Sampling};
+use superfluid_link::quinn::{RecvStream, SendStream};
+use superfluid_link::{allow_only, read_frame, server_endpoint, write_frame};
+use superfluid_proto::{
+    ControlMsg, GenerateEvent, GenerateRequest, HeadReply, ModelDescription, NodeHello, Sampling,
+    PROTOCOL_VERSION,
+};
 use tokio::sync::mpsc;
 
 mod control;
