@@ -30,6 +30,18 @@ pub enum Command {
     Fleet(FleetCommand),
 }
 
+impl Command {
+    /// The engine flags of a command that runs an engine in this process.
+    pub fn engine(&self) -> Option<&EngineFlags> {
+        match self {
+            Command::Serve(flags) => Some(&flags.engine),
+            Command::Node(flags) => Some(&flags.engine),
+            Command::Fleet(FleetCommand::Join { engine, .. }) => Some(engine),
+            Command::Head(_) | Command::Fleet(_) => None,
+        }
+    }
+}
+
 /// Flags of the engine a node runs.
 #[derive(Debug, Args)]
 pub struct EngineFlags {

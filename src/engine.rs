@@ -59,6 +59,11 @@ fn at_least(flag: &'static str, value: u32, min: u32) -> Result<u32, ConfigError
     Ok(value)
 }
 
+/// The machine's cores: the engine's threads unless `--threads` says.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// What the engine runs with.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -71,14 +76,11 @@ pub struct EngineConfig {
 
 impl EngineConfig {
     pub fn from_flags(flags: EngineFlags) -> Result<EngineConfig, ConfigError> {
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1);
         Ok(EngineConfig {
             model: model_path(flags.model)?,
             slots: at_least("slots", flags.slots, 1)?,
             ctx: at_least("ctx", flags.ctx, 64)?,
-            threads: at_least("threads", flags.threads.unwrap_or(cores), 1)?,
+            threads: at_least("threads", flags.threads.unwrap_or(cores() as u32), 1)?,
             shared_kv: flags.shared_kv,
         })
     }

@@ -27,7 +27,14 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .init();
-    let result = runtime::block_on(async move {
+    // An engine computes on every core unless told otherwise; the async
+    // runtime beside it gets what is left.
+    let cores = engine::cores();
+    let workers = args
+        .command
+        .engine()
+        .map(|flags| runtime::workers_beside(flags.threads.map_or(cores, |t| t as usize), cores));
+    let result = runtime::block_on(workers, async move {
         match args.command {
             cli::Command::Serve(flags) => serve::run(flags).await,
             cli::Command::Head(flags) => head_cmd::run(flags).await,

@@ -9,13 +9,30 @@ use anyhow::{bail, Context, Result};
 use superfluid_head::server::RunningHead;
 use tokio::task::JoinHandle;
 
-/// Runs `work` on a multi-threaded tokio runtime.
-pub fn block_on<F: Future<Output = Result<()>>>(work: F) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+/// Runs `work` on a multi-threaded tokio runtime of `workers` threads
+/// (tokio's default, one per core, if `None`; `TOKIO_WORKER_THREADS`
+/// overrides both).
+pub fn block_on<F: Future<Output = Result<()>>>(workers: Option<usize>, work: F) -> Result<()> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let (Some(n), None) = (workers, std::env::var_os("TOKIO_WORKER_THREADS")) {
+        builder.worker_threads(n.max(1));
+    }
+    let runtime = builder
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(work)
+}
+
+/// Async worker threads beside an engine computing on `engine_threads` of
+/// `cores`: the cores it leaves free, at least one.
+///
+/// The async work of a node is light (a few wakeups per token), but each
+/// wakeup on a core the engine computes on preempts a compute thread, and
+/// llama.cpp's threads wait for each other at every step. More workers
+/// than free cores only spread the same work over more wakeups.
+pub fn workers_beside(engine_threads: usize, cores: usize) -> usize {
+    cores.saturating_sub(engine_threads).max(1)
 }
 
 /// Says how a task ended.
@@ -113,4 +130,20 @@ pub async fn hash_model(path: &Path) -> Result<String> {
         .await
         .context("hashing the model file")?
         .with_context(|| format!("reading {} to hash it", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::workers_beside;
+
+    #[test]
+    fn the_async_runtime_gets_the_cores_the_engine_leaves() {
+        // An engine on every core (the default) leaves one worker.
+        assert_eq!(workers_beside(2, 2), 1);
+        assert_eq!(workers_beside(16, 16), 1);
+        // More engine threads than cores still leave one.
+        assert_eq!(workers_beside(8, 4), 1);
+        assert_eq!(workers_beside(8, 16), 8);
+        assert_eq!(workers_beside(1, 2), 1);
+    }
 }
