@@ -51,28 +51,33 @@ async fn assert_refuses_connections(base: &str) {
     }
 }
 
+/// Sends SIGTERM to `proc` once `response`, a stream, has sent its first
+/// chunk; fails unless new connections to `base` are then refused and the
+/// stream still runs to its end.
+async fn stop_during_stream(proc: &mut Proc, mut response: reqwest::Response, base: &str) {
+    assert_eq!(response.status().as_u16(), 200);
+    let first = response.chunk().await.expect("reading the stream");
+    let mut text = String::from_utf8_lossy(&first.expect("a first chunk")).into_owned();
+    terminate(proc);
+    proc.wait_for_log("taking no new requests", Duration::from_secs(10))
+        .expect("a graceful stop");
+    assert_refuses_connections(base).await;
+    read_rest(&mut response, &mut text).await;
+    assert_stream_complete(&text);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_stopped_with_sigterm_finishes_its_running_stream_first() {
     let _serial = serial().await;
     let (mut serve, base) = start_serve();
-    let mut response = reqwest::Client::new()
+    let response = reqwest::Client::new()
         .post(format!("{base}/v1/chat/completions"))
         .json(&story_stream(128))
         .timeout(Duration::from_secs(120))
         .send()
         .await
         .expect("sending a streamed chat request");
-    assert_eq!(response.status().as_u16(), 200);
-    let first = response.chunk().await.expect("reading the stream");
-    let mut text = String::from_utf8_lossy(&first.expect("a first chunk")).into_owned();
-
-    terminate(&serve);
-    serve
-        .wait_for_log("taking no new requests", Duration::from_secs(10))
-        .expect("serve stops gracefully");
-    assert_refuses_connections(&base).await;
-    read_rest(&mut response, &mut text).await;
-    assert_stream_complete(&text);
+    stop_during_stream(&mut serve, response, &base).await;
     assert_exits_cleanly(
         &mut serve,
         Duration::from_secs(15),
@@ -108,18 +113,9 @@ async fn a_head_stopped_with_sigterm_finishes_its_open_streams_first() {
     node.wait_up(&head, Duration::from_secs(60))
         .expect("the node joins");
 
-    let mut response = head.post_chat(&story_stream(128)).await;
-    assert_eq!(response.status().as_u16(), 200);
-    let first = response.chunk().await.expect("reading the stream");
-    let mut text = String::from_utf8_lossy(&first.expect("a first chunk")).into_owned();
-
-    terminate(&head.proc);
-    head.proc
-        .wait_for_log("taking no new requests", Duration::from_secs(10))
-        .expect("the head stops gracefully");
-    assert_refuses_connections(&head.base()).await;
-    read_rest(&mut response, &mut text).await;
-    assert_stream_complete(&text);
+    let response = head.post_chat(&story_stream(128)).await;
+    let base = head.base();
+    stop_during_stream(&mut head.proc, response, &base).await;
     assert_exits_cleanly(
         &mut head.proc,
         Duration::from_secs(15),
