@@ -8,26 +8,33 @@ use std::time::Duration;
 
 use superfluid_link::control::STREAM_NODE_STOPPING;
 use superfluid_link::quinn::{RecvStream, SendStream};
+use tokio::sync::Notify;
 
 /// The longest a stopping node waits for its running generations.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(30);
-
-/// How often [`Drain::finished`] looks at the count.
-const POLL: Duration = Duration::from_millis(20);
 
 /// Whether the node drains, and how many generations it runs.
 #[derive(Debug, Default)]
 pub(super) struct Drain {
     draining: AtomicBool,
-    running: Arc<AtomicUsize>,
+    running: Arc<Count>,
+}
+
+/// Generations running, and a notifier for when none is.
+#[derive(Debug, Default)]
+struct Count {
+    n: AtomicUsize,
+    idle: Notify,
 }
 
 /// Counts one running generation until dropped.
-pub(super) struct Running(Arc<AtomicUsize>);
+pub(super) struct Running(Arc<Count>);
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        if self.0.n.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
     }
 }
 
@@ -45,19 +52,27 @@ impl Drain {
 
     /// Generations running now.
     pub(super) fn running(&self) -> usize {
-        self.running.load(Ordering::SeqCst)
+        self.running.n.load(Ordering::SeqCst)
     }
 
     /// Counts a generation as running until the returned guard is dropped.
     pub(super) fn track(&self) -> Running {
-        self.running.fetch_add(1, Ordering::SeqCst);
+        self.running.n.fetch_add(1, Ordering::SeqCst);
         Running(self.running.clone())
     }
 
     /// Completes once no generation runs.
     pub(super) async fn finished(&self) {
-        while self.running() > 0 {
-            tokio::time::sleep(POLL).await;
+        loop {
+            // Registered before the count is read, so a last generation
+            // ending in between still wakes this.
+            let idle = self.running.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.running() == 0 {
+                return;
+            }
+            idle.await;
         }
     }
 }
