@@ -59,6 +59,10 @@ fn at_least(flag: &'static str, value: u32, min: u32) -> Result<u32, ConfigError
     Ok(value)
 }
 
+/// Whether this build offloads the model to a GPU (llama.cpp offloads every
+/// layer by default), leaving the CPU threads mostly waiting on it.
+pub const GPU_BUILD: bool = cfg!(any(feature = "cuda", feature = "metal", feature = "vulkan"));
+
 /// The machine's cores: the engine's threads unless `--threads` says.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)

@@ -27,12 +27,14 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .init();
-    // An engine computes on every core unless told otherwise; the async
-    // runtime beside it gets what is left.
+    // On CPU an engine computes on every core unless told otherwise; the
+    // async runtime beside it gets what is left. A GPU build's threads
+    // mostly wait, and its token rates may need more than one worker.
     let cores = engine::cores();
     let workers = args
         .command
         .engine()
+        .filter(|_| !engine::GPU_BUILD)
         .map(|flags| runtime::workers_beside(flags.threads.map_or(cores, |t| t as usize), cores));
     let result = runtime::block_on(workers, async move {
         match args.command {
