@@ -171,8 +171,11 @@ impl Fleet {
     /// first token), and tells the node which of its slots holds the
     /// prompt's cached prefix. If that node's connection fails before the
     /// request is sent, the router picks again among the others.
-    pub async fn generate(&self, request: GenerateRequest) -> Result<RemoteGeneration, FleetError> {
-        self.generate_except(request, Vec::new()).await
+    pub async fn generate(
+        &self,
+        request: &mut GenerateRequest,
+    ) -> Result<RemoteGeneration, FleetError> {
+        self.generate_except(request, &[]).await
     }
 
     /// [`Fleet::generate`] again for a generation whose node was lost
@@ -180,8 +183,8 @@ impl Fleet {
     /// Counted in `superfluid_generations_retried_total` once a node takes it.
     pub async fn retry(
         &self,
-        request: GenerateRequest,
-        tried: Vec<String>,
+        request: &mut GenerateRequest,
+        tried: &[String],
     ) -> Result<RemoteGeneration, FleetError> {
         let sent = self.generate_except(request, tried).await;
         if sent.is_ok() {
@@ -192,12 +195,13 @@ impl Fleet {
 
     async fn generate_except(
         &self,
-        mut request: GenerateRequest,
-        mut tried: Vec<String>,
+        request: &mut GenerateRequest,
+        skip: &[String],
     ) -> Result<RemoteGeneration, FleetError> {
+        let mut tried = skip.to_vec();
         let mut last_error = None;
-        while let Some((in_flight, routing)) = self.route(&mut request, &tried) {
-            match dispatch(in_flight, routing, &request).await {
+        while let Some((in_flight, routing)) = self.route(request, &tried) {
+            match dispatch(in_flight, routing, request).await {
                 Ok(generation) => return Ok(generation),
                 Err((node_id, error)) => {
                     tracing::warn!(%node_id, %error, "could not dispatch to a node; trying another");
@@ -206,8 +210,8 @@ impl Fleet {
                 }
             }
         }
-        Err(last_error.unwrap_or(FleetError::NoNode {
-            model: request.model,
+        Err(last_error.unwrap_or_else(|| FleetError::NoNode {
+            model: request.model.clone(),
         }))
     }
 

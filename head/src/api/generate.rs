@@ -60,7 +60,7 @@ const MAX_RETRIES: usize = 2;
 /// What sending a generation again takes.
 struct Retry {
     fleet: Fleet,
-    /// The request as first sent, before routing set its slot.
+    /// The request; each routing sets its slot anew.
     request: GenerateRequest,
     /// The nodes (ids) it has been sent to.
     tried: Vec<String>,
@@ -117,7 +117,7 @@ impl Generation {
         let room = ctx.saturating_sub(len);
         let max_tokens = params.max_tokens.map_or(room, |m| m.min(room));
         span.record("prompt_tokens", len);
-        let request = GenerateRequest {
+        let mut request = GenerateRequest {
             model: codec.id().to_owned(),
             prompt,
             sampling: params.sampling.clone(),
@@ -125,7 +125,7 @@ impl Generation {
             slot: None,
         };
         let started = Instant::now();
-        let remote = state.fleet.generate(request.clone()).await?;
+        let remote = state.fleet.generate(&mut request).await?;
         let node = remote.node_name.clone();
         span.record("node", node.as_str());
         let retry = Retry {
@@ -253,10 +253,7 @@ impl Generation {
         if retry.tried.len() > MAX_RETRIES {
             return false;
         }
-        let sent = retry
-            .fleet
-            .retry(retry.request.clone(), retry.tried.clone())
-            .await;
+        let sent = retry.fleet.retry(&mut retry.request, &retry.tried).await;
         let _entered = self.span.enter();
         match sent {
             Ok(remote) => {

@@ -185,7 +185,7 @@ async fn a_node_joins_with_a_token_and_rejoins_with_its_key_alone() {
     );
     let again = node(&head, &id, None, SHA).await;
     welcomed(&again);
-    let mut gen = within(head.fleet.generate(request())).await.unwrap();
+    let mut gen = within(head.fleet.generate(&mut request())).await.unwrap();
     assert_eq!(
         within(gen.next_event()).await.unwrap(),
         Some(GenerateEvent::Tokens(vec![5, 6, 7]))
@@ -275,7 +275,7 @@ async fn a_second_connection_with_a_connected_key_is_refused_and_the_first_kept(
     assert_eq!(count(&head, "duplicate"), 1);
     assert!(first.conn.close_reason().is_none());
     assert_eq!(head.fleet.nodes().len(), 1);
-    within(head.fleet.generate(request())).await.unwrap();
+    within(head.fleet.generate(&mut request())).await.unwrap();
 }
 
 #[tokio::test]
@@ -323,14 +323,14 @@ async fn drain_stops_new_work_while_a_running_generation_finishes() {
     .await;
     welcomed(&stub);
     wait_for(|| head.fleet.nodes().len() == 1).await;
-    let mut running = within(head.fleet.generate(request())).await.unwrap();
+    let mut running = within(head.fleet.generate(&mut request())).await.unwrap();
     let snapshot = head.fleet.drain("stub").unwrap();
     assert_eq!(
         (snapshot.state, snapshot.in_flight),
         (NodeState::Draining, 1)
     );
     assert!(matches!(
-        head.fleet.generate(request()).await,
+        head.fleet.generate(&mut request()).await,
         Err(FleetError::NoNode { .. })
     ));
     assert_eq!(
@@ -344,7 +344,7 @@ async fn drain_stops_new_work_while_a_running_generation_finishes() {
     let node = &head.fleet.nodes()[0];
     assert_eq!((node.served, node.state), (1, NodeState::Draining));
     head.fleet.undrain("node-1").unwrap();
-    within(head.fleet.generate(request())).await.unwrap();
+    within(head.fleet.generate(&mut request())).await.unwrap();
 }
 
 #[tokio::test]
@@ -368,7 +368,7 @@ async fn a_node_whose_model_file_differs_gets_no_work_and_its_snapshot_says_why(
     );
     assert_eq!((snapshot.slots, snapshot.ctx), (2, 512));
     assert!(matches!(
-        head.fleet.generate(request()).await,
+        head.fleet.generate(&mut request()).await,
         Err(FleetError::NoNode { .. })
     ));
     assert_eq!(head.fleet.context_len("m"), None);
@@ -382,7 +382,7 @@ async fn a_node_whose_model_file_differs_gets_no_work_and_its_snapshot_says_why(
     welcomed(&good);
     wait_for(|| head.fleet.nodes().len() == 2).await;
     assert_eq!(head.fleet.nodes()[1].ineligible, None);
-    let gen = within(head.fleet.generate(request())).await.unwrap();
+    let gen = within(head.fleet.generate(&mut request())).await.unwrap();
     assert_eq!(gen.node_name, "stub");
     assert_eq!(head.fleet.context_len("m"), Some(512));
 }

@@ -183,7 +183,9 @@ async fn generate_through_the_fleet_gets_tokens_and_finished() {
     wait_for_nodes(&head.fleet, 1).await;
     assert_eq!(head.fleet.context_len("m"), Some(512));
 
-    let mut gen = within(head.fleet.generate(request("m"))).await.unwrap();
+    let mut gen = within(head.fleet.generate(&mut request("m")))
+        .await
+        .unwrap();
     assert_eq!(gen.node_name, "alpha");
     assert_eq!(
         within(gen.next_event()).await.unwrap(),
@@ -214,7 +216,9 @@ async fn dropping_the_remote_generation_cancels_on_the_node() {
     )
     .await;
     wait_for_nodes(&head.fleet, 1).await;
-    let mut gen = within(head.fleet.generate(request("m"))).await.unwrap();
+    let mut gen = within(head.fleet.generate(&mut request("m")))
+        .await
+        .unwrap();
     assert_eq!(
         within(gen.next_event()).await.unwrap(),
         Some(GenerateEvent::Tokens(vec![1]))
@@ -249,7 +253,7 @@ async fn a_node_with_another_protocol_version_is_refused_naming_both() {
 async fn generate_for_a_model_no_node_serves_is_no_node() {
     let head = head().await;
     assert!(matches!(
-        head.fleet.generate(request("m")).await,
+        head.fleet.generate(&mut request("m")).await,
         Err(FleetError::NoNode { .. })
     ));
     let _node = stub_node(
@@ -261,7 +265,7 @@ async fn generate_for_a_model_no_node_serves_is_no_node() {
     )
     .await;
     wait_for_nodes(&head.fleet, 1).await;
-    let result = head.fleet.generate(request("m")).await;
+    let result = head.fleet.generate(&mut request("m")).await;
     assert!(matches!(&result, Err(FleetError::NoNode { model }) if model == "m"));
     assert_eq!(head.fleet.context_len("m"), None);
 }
@@ -286,8 +290,12 @@ async fn generations_go_to_the_least_busy_node_and_nodes_leave_on_disconnect() {
     )
     .await;
     wait_for_nodes(&head.fleet, 2).await;
-    let first = within(head.fleet.generate(request("m"))).await.unwrap();
-    let second = within(head.fleet.generate(request("m"))).await.unwrap();
+    let first = within(head.fleet.generate(&mut request("m")))
+        .await
+        .unwrap();
+    let second = within(head.fleet.generate(&mut request("m")))
+        .await
+        .unwrap();
     assert_ne!(first.node_name, second.node_name);
     a.conn.close(0u32.into(), b"bye");
     wait_for_nodes(&head.fleet, 1).await;
@@ -317,7 +325,9 @@ async fn generate_skips_a_node_whose_connection_just_died() {
     wait_for_nodes(&head.fleet, 2).await;
     // No await between closing and dispatching: "a" is still registered, and picked first.
     head.fleet.registry().close_connection("a");
-    let mut gen = within(head.fleet.generate(request("m"))).await.unwrap();
+    let mut gen = within(head.fleet.generate(&mut request("m")))
+        .await
+        .unwrap();
     assert_eq!(gen.node_name, "b");
     assert_eq!(
         within(gen.next_event()).await.unwrap(),
