@@ -55,20 +55,23 @@ async fn a_node_stopped_with_sigterm_leaves_the_fleet_at_once() {
     assert_eq!(status, 503, "with its only node gone: {body}");
 }
 
-/// Two nodes, `first` and `second`, joined to `head`.
-fn two_nodes(head: &Head) -> (Vec<TempDir>, Vec<Node>) {
-    let mut dirs = Vec::new();
+/// A head and two nodes, `first` and `second`, joined to it, after their
+/// data dirs: bound in this order, the dirs are removed last.
+fn fleet_of_two() -> (Vec<TempDir>, Head, Vec<Node>) {
+    let head_dir = TempDir::new("head");
+    let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
+    let mut dirs = vec![head_dir];
     let mut nodes = Vec::new();
     for name in ["first", "second"] {
-        let tok = token(head, &[]).expect("minting a token");
+        let tok = token(&head, &[]).expect("minting a token");
         let dir = TempDir::new(name);
         let mut node = Node::join(&tok, dir.path(), name, &[]).expect("starting the node");
-        node.wait_up(head, Duration::from_secs(60))
+        node.wait_up(&head, Duration::from_secs(60))
             .expect("the node joins");
         dirs.push(dir);
         nodes.push(node);
     }
-    (dirs, nodes)
+    (dirs, head, nodes)
 }
 
 /// Which of `first` and `second` (index, name) runs a generation now.
@@ -97,9 +100,7 @@ fn busy_node(head: &Head) -> Option<(usize, &'static str)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_whose_node_is_stopped_at_once_before_its_first_token_is_answered_by_another() {
     let _serial = serial().await;
-    let head_dir = TempDir::new("head");
-    let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
-    let (_dirs, mut nodes) = two_nodes(&head);
+    let (_dirs, head, mut nodes) = fleet_of_two();
 
     // About 700 prompt tokens: seconds of prefill on one thread, time enough
     // to stop the node computing it before its first token.
@@ -153,9 +154,7 @@ async fn a_request_whose_node_is_stopped_at_once_before_its_first_token_is_answe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_stopped_with_sigterm_finishes_its_running_generation_first() {
     let _serial = serial().await;
-    let head_dir = TempDir::new("head");
-    let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
-    let (_dirs, mut nodes) = two_nodes(&head);
+    let (_dirs, head, mut nodes) = fleet_of_two();
 
     let mut response = head.post_chat(&story_stream(96)).await;
     assert_eq!(response.status().as_u16(), 200);
