@@ -13,6 +13,7 @@
 
 mod http;
 mod inprocess;
+mod measure;
 mod report;
 mod routing;
 mod stats;

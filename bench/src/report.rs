@@ -1,7 +1,6 @@
 //! Runs every contender on the same requests and puts the numbers side by side.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -11,8 +10,9 @@ use serde::Serialize;
 use superfluid_node::llama::{LlamaConfig, LlamaEngine};
 use superfluid_node::Engine;
 
-use crate::stats::{paired_median_difference, prefill_rate, summarise, RequestTiming, Summary};
-use crate::{http, inprocess, workload, ServeArgs};
+use crate::measure::{interleaved, Bench, Target};
+use crate::stats::{paired_median_difference, Spread, Summary};
+use crate::{http, ServeArgs};
 
 /// One contender's numbers.
 #[derive(Debug, Serialize)]
@@ -20,6 +20,9 @@ pub struct Contender {
     pub name: String,
     pub streams: Vec<Summary>,
     pub prefill_tokens_per_s: f64,
+    /// Decode tokens/s of each round alone, at 1 and at 4 streams: how far
+    /// the machine moved during the run.
+    pub decode_by_round: Vec<[f64; 2]>,
 }
 
 /// How one contender compares with another.
@@ -36,6 +39,14 @@ pub struct Ratios {
     /// minus `to`'s (both ran the same prompts in the same order).
     pub ttft_paired_overhead_ms_c1: f64,
     pub ttft_paired_overhead_ms_c4: f64,
+    /// `decode_c1` and `decode_c4` of each round alone.
+    pub decode_by_round: Vec<[f64; 2]>,
+    /// The quartiles of `of`'s decode rate over `to`'s, request by request
+    /// at 1 stream: each pair ran the same prompt seconds apart, so the
+    /// machine's drift between pairs drops out.
+    pub decode_c1_paired: Spread,
+    /// The same at 4 streams, batch by batch (one per round).
+    pub decode_c4_paired: Spread,
 }
 
 /// The whole report of `bench serve`.
@@ -50,124 +61,6 @@ pub struct Report {
     pub alone: u32,
     pub contenders: Vec<Contender>,
     pub ratios: Vec<Ratios>,
-}
-
-enum Target<'a> {
-    InProcess(&'a Arc<dyn Engine>),
-    Http { base: &'a str, model: &'a str },
-}
-
-struct Bench<'a> {
-    args: &'a ServeArgs,
-    vocab: &'a LlamaModel,
-    client: reqwest::Client,
-}
-
-impl Bench<'_> {
-    fn tokens(&self, text: &str) -> Vec<u32> {
-        let vocab = self.vocab.vocab();
-        vocab
-            .tokenize(text.as_bytes(), true, true)
-            .iter()
-            .map(|t| t.0 as u32)
-            .collect()
-    }
-
-    async fn one(&self, target: &Target<'_>, text: &str, max_tokens: u32) -> Result<RequestTiming> {
-        let tokens = self.tokens(text);
-        match target {
-            Target::InProcess(engine) => inprocess::complete(engine, tokens, max_tokens).await,
-            Target::Http { base, model } => {
-                http::complete(
-                    &self.client,
-                    base,
-                    model,
-                    text,
-                    tokens.len() as u32,
-                    max_tokens,
-                )
-                .await
-            }
-        }
-    }
-
-    /// One round on `target`: requests alone, one after another, then 4 at
-    /// once, then a long prompt for prefill; every prompt fresh in this round.
-    async fn round(&self, target: &Target<'_>, round: u32, into: &mut Samples) -> Result<()> {
-        for s in 0..self.args.alone as usize {
-            let prompt = workload::story_prompt(round + 100, s);
-            let start = Instant::now();
-            into.streams[0].push(self.one(target, &prompt, self.args.max_tokens).await?);
-            into.wall[0] += start.elapsed();
-        }
-        let start = Instant::now();
-        let batch = futures::future::join_all((0..4).map(|s| {
-            let prompt = workload::story_prompt(round + 400, s);
-            async move { self.one(target, &prompt, self.args.max_tokens).await }
-        }))
-        .await;
-        into.wall[1] += start.elapsed();
-        for t in batch {
-            into.streams[1].push(t?);
-        }
-        into.prefill.push(
-            self.one(target, &workload::long_prompt(round + 500), 1)
-                .await?,
-        );
-        Ok(())
-    }
-}
-
-/// What one contender measured over the rounds.
-#[derive(Default)]
-struct Samples {
-    /// Requests at 1 and at 4 concurrent streams.
-    streams: [Vec<RequestTiming>; 2],
-    /// Wall time of the rounds at 1 and at 4 streams.
-    wall: [Duration; 2],
-    /// The long prompts.
-    prefill: Vec<RequestTiming>,
-}
-
-impl Samples {
-    fn contender(&self, name: &str) -> Contender {
-        Contender {
-            name: name.into(),
-            streams: vec![
-                summarise(1, &self.streams[0], self.wall[0]),
-                summarise(4, &self.streams[1], self.wall[1]),
-            ],
-            prefill_tokens_per_s: prefill_rate(&self.prefill),
-        }
-    }
-}
-
-/// Runs every contender on the same rounds, interleaved: round `r` visits
-/// them all, starting with a different one each round, so a machine that
-/// speeds up or slows down during the run weighs on all of them alike.
-async fn interleaved(bench: &Bench<'_>, targets: &[(&str, Target<'_>)]) -> Result<Vec<Contender>> {
-    for (name, target) in targets {
-        bench
-            .one(target, &workload::story_prompt(999, 0), 8)
-            .await
-            .with_context(|| format!("warm-up request to {name}"))?;
-    }
-    let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
-    for round in 0..bench.args.rounds {
-        for k in 0..targets.len() {
-            let i = (round as usize + k) % targets.len();
-            let (name, target) = &targets[i];
-            bench
-                .round(target, round, &mut samples[i])
-                .await
-                .with_context(|| format!("measuring {name}"))?;
-        }
-    }
-    Ok(targets
-        .iter()
-        .zip(&samples)
-        .map(|((name, _), s)| s.contender(name))
-        .collect())
 }
 
 fn at(c: &Contender, i: usize) -> &Summary {
@@ -190,6 +83,17 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
         ttft_paired_overhead_ms_c4: paired_median_difference(
             &at(of, 1).ttft_ms,
             &at(to, 1).ttft_ms,
+        ),
+        decode_by_round: of
+            .decode_by_round
+            .iter()
+            .zip(&to.decode_by_round)
+            .map(|(a, b)| [a[0] / b[0], a[1] / b[1]])
+            .collect(),
+        decode_c1_paired: Spread::of_ratios(&at(of, 0).decode_each, &at(to, 0).decode_each),
+        decode_c4_paired: Spread::of_ratios(
+            &of.decode_by_round.iter().map(|r| r[1]).collect::<Vec<_>>(),
+            &to.decode_by_round.iter().map(|r| r[1]).collect::<Vec<_>>(),
         ),
     }
 }
@@ -340,5 +244,11 @@ pub fn print_table(report: &Report) {
             r.of, r.to, r.decode_c1, r.decode_c4, r.prefill, r.ttft_p50_overhead_ms_c1, r.ttft_p50_overhead_ms_c4,
             r.ttft_paired_overhead_ms_c1, r.ttft_paired_overhead_ms_c4
         );
+        for (streams, p) in [(1, &r.decode_c1_paired), (4, &r.decode_c4_paired)] {
+            println!(
+                "{} / {}: paired decode at {streams} stream(s) x{:.3} (quartiles x{:.3} to x{:.3}, {} pairs)",
+                r.of, r.to, p.p50, p.p25, p.p75, p.n
+            );
+        }
     }
 }

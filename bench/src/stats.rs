@@ -30,6 +30,42 @@ pub struct Summary {
     /// Each request's time to first token, in the order sent.
     #[serde(skip)]
     pub ttft_ms: Vec<f64>,
+    /// Each request's decode tokens/s (tokens after the first over the
+    /// time they took), in the order sent.
+    #[serde(skip)]
+    pub decode_each: Vec<f64>,
+}
+
+/// The quartiles of a set of ratios.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Spread {
+    pub p25: f64,
+    pub p50: f64,
+    pub p75: f64,
+    /// Ratios the quartiles are of.
+    pub n: usize,
+}
+
+impl Spread {
+    /// The quartiles of `of[i] / to[i]` over the pairs both measured.
+    pub fn of_ratios(of: &[f64], to: &[f64]) -> Spread {
+        let mut ratios: Vec<f64> = of
+            .iter()
+            .zip(to)
+            .filter(|(_, b)| **b > 0.0)
+            .map(|(a, b)| a / b)
+            .collect();
+        Spread {
+            p25: percentile(&mut ratios, 0.25),
+            p50: percentile(&mut ratios, 0.5),
+            p75: percentile(&mut ratios, 0.75),
+            n: ratios.len(),
+        }
+    }
+}
+
+fn decode_rate(t: &RequestTiming) -> f64 {
+    f64::from(t.tokens.saturating_sub(1)) / t.decode.as_secs_f64().max(1e-9)
 }
 
 /// Summarises requests that ran `concurrency` at a time over `wall` in all.
@@ -50,6 +86,7 @@ pub fn summarise(concurrency: usize, timings: &[RequestTiming], wall: Duration) 
         ttft_p50_ms: percentile(&mut ttft_ms.clone(), 0.5),
         requests: timings.len(),
         ttft_ms,
+        decode_each: timings.iter().map(decode_rate).collect(),
     }
 }
 
@@ -96,5 +133,19 @@ mod tests {
         );
         assert_eq!(paired_median_difference(&of, &to), 2.0);
         assert_eq!(paired_median_difference(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn paired_ratios_see_a_constant_factor_on_a_machine_that_drifts() {
+        // The machine's speed moves by 2x between pairs; each pair ran
+        // close together, so each ratio is 0.9.
+        let to = [100.0, 50.0, 80.0, 120.0];
+        let of: Vec<f64> = to.iter().map(|t| t * 0.9).collect();
+        let spread = Spread::of_ratios(&of, &to);
+        assert!((spread.p50 - 0.9).abs() < 1e-9, "{spread:?}");
+        assert!((spread.p75 - spread.p25).abs() < 1e-9, "{spread:?}");
+        assert_eq!(spread.n, 4);
+        // A pair with nothing measured on the baseline side is left out.
+        assert_eq!(Spread::of_ratios(&[1.0, 2.0], &[0.0, 2.0]).n, 1);
     }
 }

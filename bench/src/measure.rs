@@ -1,0 +1,201 @@
+//! Measures every contender on the same requests, interleaved request by
+//! request, so that a machine whose speed drifts weighs on all of them alike.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use llama_cpp_2::model::LlamaModel;
+use superfluid_node::Engine;
+
+use crate::report::Contender;
+use crate::stats::{prefill_rate, summarise, RequestTiming};
+use crate::{http, inprocess, workload, ServeArgs};
+
+/// Where a contender's requests go.
+pub enum Target<'a> {
+    InProcess(&'a Arc<dyn Engine>),
+    Http { base: &'a str, model: &'a str },
+}
+
+/// The bench's client side: the arguments, a tokenizer and an HTTP client.
+pub struct Bench<'a> {
+    pub args: &'a ServeArgs,
+    pub vocab: &'a LlamaModel,
+    pub client: reqwest::Client,
+}
+
+/// One step of a round, run by every contender before the next step.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Request `n` of the round, sent alone.
+    Alone(usize),
+    /// 4 requests at once.
+    Together,
+    /// A long prompt with `max_tokens` 1.
+    Prefill,
+}
+
+impl Bench<'_> {
+    fn tokens(&self, text: &str) -> Vec<u32> {
+        let vocab = self.vocab.vocab();
+        vocab
+            .tokenize(text.as_bytes(), true, true)
+            .iter()
+            .map(|t| t.0 as u32)
+            .collect()
+    }
+
+    async fn one(&self, target: &Target<'_>, text: &str, max_tokens: u32) -> Result<RequestTiming> {
+        let tokens = self.tokens(text);
+        match target {
+            Target::InProcess(engine) => inprocess::complete(engine, tokens, max_tokens).await,
+            Target::Http { base, model } => {
+                http::complete(
+                    &self.client,
+                    base,
+                    model,
+                    text,
+                    tokens.len() as u32,
+                    max_tokens,
+                )
+                .await
+            }
+        }
+    }
+
+    /// One step of round `round` on `target`; every prompt is fresh in this
+    /// round, and the same for every contender.
+    async fn step(
+        &self,
+        target: &Target<'_>,
+        round: u32,
+        step: Step,
+        into: &mut Samples,
+    ) -> Result<()> {
+        match step {
+            Step::Alone(n) => {
+                let prompt = workload::story_prompt(round + 100, n);
+                let start = Instant::now();
+                into.streams[0].push(self.one(target, &prompt, self.args.max_tokens).await?);
+                into.wall[0] += start.elapsed();
+            }
+            Step::Together => {
+                let start = Instant::now();
+                let batch = futures::future::join_all((0..4).map(|s| {
+                    let prompt = workload::story_prompt(round + 400, s);
+                    async move { self.one(target, &prompt, self.args.max_tokens).await }
+                }))
+                .await;
+                into.wall[1] += start.elapsed();
+                for t in batch {
+                    into.streams[1].push(t?);
+                }
+            }
+            Step::Prefill => {
+                let prompt = workload::long_prompt(round + 500);
+                into.prefill.push(self.one(target, &prompt, 1).await?);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What one contender measured over the rounds.
+#[derive(Default)]
+struct Samples {
+    /// Requests at 1 and at 4 concurrent streams.
+    streams: [Vec<RequestTiming>; 2],
+    /// Wall time of the requests at 1 and at 4 streams.
+    wall: [Duration; 2],
+    /// The long prompts.
+    prefill: Vec<RequestTiming>,
+    /// Decode tokens/s of each round at 1 and at 4 streams.
+    rounds: Vec<[f64; 2]>,
+}
+
+/// Where a round began in a contender's samples.
+struct RoundStart {
+    requests: [usize; 2],
+    wall: [Duration; 2],
+}
+
+impl Samples {
+    fn round_start(&self) -> RoundStart {
+        RoundStart {
+            requests: [self.streams[0].len(), self.streams[1].len()],
+            wall: self.wall,
+        }
+    }
+
+    /// Records the decode rates of the round that began at `start`.
+    fn end_round(&mut self, start: &RoundStart) {
+        let rate = |i: usize, concurrency: usize| {
+            summarise(
+                concurrency,
+                &self.streams[i][start.requests[i]..],
+                self.wall[i] - start.wall[i],
+            )
+            .decode_tokens_per_s
+        };
+        let round = [rate(0, 1), rate(1, 4)];
+        self.rounds.push(round);
+    }
+
+    fn contender(&self, name: &str) -> Contender {
+        Contender {
+            name: name.into(),
+            streams: vec![
+                summarise(1, &self.streams[0], self.wall[0]),
+                summarise(4, &self.streams[1], self.wall[1]),
+            ],
+            prefill_tokens_per_s: prefill_rate(&self.prefill),
+            decode_by_round: self.rounds.clone(),
+        }
+    }
+}
+
+/// Runs every contender on the same rounds, interleaved step by step: each
+/// request alone, each batch of 4 and each long prompt goes to every
+/// contender in turn, starting with a different one each time, before the
+/// next. Contenders compared are thus measured seconds apart, not a whole
+/// round apart, on a machine whose speed moves by 10 to 30 % over minutes.
+pub async fn interleaved(
+    bench: &Bench<'_>,
+    targets: &[(&str, Target<'_>)],
+) -> Result<Vec<Contender>> {
+    for (name, target) in targets {
+        bench
+            .one(target, &workload::story_prompt(999, 0), 8)
+            .await
+            .with_context(|| format!("warm-up request to {name}"))?;
+    }
+    let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
+    let steps: Vec<Step> = (0..bench.args.alone as usize)
+        .map(Step::Alone)
+        .chain([Step::Together, Step::Prefill])
+        .collect();
+    let mut turn = 0;
+    for round in 0..bench.args.rounds {
+        let starts: Vec<RoundStart> = samples.iter().map(Samples::round_start).collect();
+        for &step in &steps {
+            for k in 0..targets.len() {
+                let i = (turn + k) % targets.len();
+                let (name, target) = &targets[i];
+                bench
+                    .step(target, round, step, &mut samples[i])
+                    .await
+                    .with_context(|| format!("measuring {name}"))?;
+            }
+            turn += 1;
+        }
+        for (s, start) in samples.iter_mut().zip(&starts) {
+            s.end_round(start);
+        }
+    }
+    Ok(targets
+        .iter()
+        .zip(&samples)
+        .map(|((name, _), s)| s.contender(name))
+        .collect())
+}
