@@ -443,6 +443,23 @@ async fn drain_stops_new_work_and_lets_running_generations_finish() {
             "after draining {busy}, new work should go to {other}"
         );
     }
+
+    // With both drained, requests and the health check say so.
+    let ran = tokio::task::block_in_place(|| head.fleet(&["drain", other])).unwrap();
+    assert!(
+        ran.status.success(),
+        "fleet drain failed: {}",
+        ran.describe()
+    );
+    let (status, body, node) = head.chat("Say hi.", 4).await.unwrap();
+    assert_eq!((status, node), (503, None), "{body}");
+    assert_eq!(body["error"]["code"], "nodes_draining", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is draining"), "{body}");
+    let health = head.client.get(head.url("/health")).send().await.unwrap();
+    assert_eq!(health.status(), 503);
+    let health: serde_json::Value = health.json().await.unwrap();
+    assert_eq!(health["status"], "draining", "{health}");
 }
 
 #[tokio::test]

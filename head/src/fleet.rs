@@ -40,6 +40,13 @@ pub enum FleetError {
         /// The model asked for.
         model: String,
     },
+    /// Nodes serve the model, but every one is draining: it finishes what it
+    /// runs and takes nothing new. The request may succeed later.
+    #[error("every node that serves model {model:?} is draining: it finishes the generations it runs and takes no new ones (it is shutting down, or was drained with `superfluid fleet drain`); retry in a moment, or start another node with this model")]
+    Draining {
+        /// The model asked for.
+        model: String,
+    },
     /// The node's connection failed mid-generation.
     #[error("lost the connection to node {node}: {reason}")]
     NodeLost {
@@ -210,9 +217,22 @@ impl Fleet {
                 }
             }
         }
-        Err(last_error.unwrap_or_else(|| FleetError::NoNode {
-            model: request.model.clone(),
-        }))
+        Err(last_error.unwrap_or_else(|| self.unserved(&request.model, &tried)))
+    }
+
+    /// Why no node but those in `skip` takes a generation of `model`.
+    fn unserved(&self, model: &str, skip: &[String]) -> FleetError {
+        let model = model.to_owned();
+        if self.inner.only_draining(&model, skip) {
+            FleetError::Draining { model }
+        } else {
+            FleetError::NoNode { model }
+        }
+    }
+
+    /// Whether nodes serve `model` and every one of them is draining.
+    pub fn only_draining(&self, model: &str) -> bool {
+        self.inner.only_draining(model, &[])
     }
 
     /// Picks a node for `request` among those serving its model, except

@@ -140,6 +140,12 @@ impl ApiError {
                 Some("model".into()),
                 Some("no_node"),
             ),
+            Fleet(FleetError::Draining { .. }) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "service_unavailable",
+                Some("model".into()),
+                Some("nodes_draining"),
+            ),
             Fleet(FleetError::UnknownNode { .. }) => {
                 (StatusCode::NOT_FOUND, invalid, Some("node".into()), None)
             }

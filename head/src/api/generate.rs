@@ -184,10 +184,10 @@ impl Generation {
                 Ok(event) => event,
                 Err(err) => {
                     self.remote = None;
-                    if self.send_elsewhere(&err).await {
-                        continue;
+                    match self.send_elsewhere(err).await {
+                        Ok(()) => continue,
+                        Err(err) => return Err(err.into()),
                     }
-                    return Err(err.into());
                 }
             };
             match event {
@@ -242,16 +242,18 @@ impl Generation {
     }
 
     /// After `lost` ended the generation, sends it to another node if no
-    /// token has come yet; whether another node took it.
-    async fn send_elsewhere(&mut self, lost: &FleetError) -> bool {
+    /// token has come yet. Otherwise the error to answer with: `lost`, or,
+    /// when every node left is draining (as the one that turned it away
+    /// is), that.
+    async fn send_elsewhere(&mut self, lost: FleetError) -> Result<(), FleetError> {
         if self.seen_first_token || !matches!(lost, FleetError::NodeLost { .. }) {
-            return false;
+            return Err(lost);
         }
         let Some(retry) = self.retry.as_mut() else {
-            return false;
+            return Err(lost);
         };
         if retry.tried.len() > MAX_RETRIES {
-            return false;
+            return Err(lost);
         }
         let sent = retry.fleet.retry(&mut retry.request, &retry.tried).await;
         let _entered = self.span.enter();
@@ -262,11 +264,14 @@ impl Generation {
                 self.node = remote.node_name.clone();
                 self.span.record("node", self.node.as_str());
                 self.remote = Some(Box::new(remote));
-                true
+                Ok(())
             }
             Err(error) => {
                 tracing::warn!(error = %lost, retry = %error, "lost the node before the first token, and no other node took the generation");
-                false
+                match error {
+                    FleetError::Draining { .. } => Err(error),
+                    _ => Err(lost),
+                }
             }
         }
     }

@@ -80,26 +80,46 @@ pub async fn models(State(state): State<AppState>) -> Json<Value> {
 
 /// `GET /health`.
 ///
-/// 200 `{"status":"ok"}` while every served model has a node; otherwise 503
-/// naming the models without one, so that load balancers and scripts wait
-/// for a node rather than send requests that would get 503 anyway.
+/// 200 `{"status":"ok"}` while every served model has a node that takes
+/// work; otherwise 503 naming the models without one (`no_nodes`) or whose
+/// every node is draining (`draining`), so that load balancers and scripts
+/// wait rather than send requests that would get 503 anyway.
 pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    let waiting: Vec<String> = state
+    let (waiting, draining): (Vec<String>, Vec<String>) = state
         .catalog
         .ids()
         .into_iter()
-        .filter(|id| state.fleet.context_len(id).is_none())
-        .collect();
-    if waiting.is_empty() {
+        .filter(|id| state.fleet.context_len(id).is_none() || state.fleet.only_draining(id))
+        .partition(|id| state.fleet.context_len(id).is_none());
+    if waiting.is_empty() && draining.is_empty() {
         return (StatusCode::OK, Json(json!({"status": "ok"})));
     }
-    let message = format!(
-        "no node serves {} yet; start a node or wait for one to join",
-        waiting.join(", ")
-    );
+    let mut told = Vec::new();
+    if !waiting.is_empty() {
+        told.push(format!(
+            "no node serves {} yet; start a node or wait for one to join",
+            waiting.join(", ")
+        ));
+    }
+    if !draining.is_empty() {
+        told.push(format!(
+            "every node that serves {} is draining and takes no new requests; start another node or wait for one to rejoin",
+            draining.join(", ")
+        ));
+    }
+    let status = if waiting.is_empty() {
+        "draining"
+    } else {
+        "no_nodes"
+    };
     (
         StatusCode::SERVICE_UNAVAILABLE,
-        Json(json!({"status": "no_nodes", "models_without_nodes": waiting, "message": message})),
+        Json(json!({
+            "status": status,
+            "models_without_nodes": waiting,
+            "models_draining": draining,
+            "message": told.join("; "),
+        })),
     )
 }
 

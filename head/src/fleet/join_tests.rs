@@ -331,7 +331,7 @@ async fn drain_stops_new_work_while_a_running_generation_finishes() {
     );
     assert!(matches!(
         head.fleet.generate(&mut request()).await,
-        Err(FleetError::NoNode { .. })
+        Err(FleetError::Draining { .. })
     ));
     assert_eq!(
         within(running.next_event()).await.unwrap(),

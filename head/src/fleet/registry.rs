@@ -368,6 +368,21 @@ impl Registry {
         }
     }
 
+    /// Whether nodes serve `model`, none takes work but those in `skip`,
+    /// and at least one is draining.
+    pub(crate) fn only_draining(&self, model: &str, skip: &[String]) -> bool {
+        let nodes = self.lock();
+        let serving: Vec<_> = nodes
+            .iter()
+            .filter(|n| n.eligible.iter().any(|m| m == model))
+            .collect();
+        let draining = |n: &&Arc<NodeEntry>| n.draining.load(Ordering::Relaxed);
+        serving.iter().any(draining)
+            && serving
+                .iter()
+                .all(|n| draining(n) || skip.contains(&n.node_id))
+    }
+
     /// The smallest context among nodes serving `model`.
     pub(crate) fn context_len(&self, model: &str) -> Option<u32> {
         self.lock()
