@@ -3,6 +3,7 @@
 
 use super::tests::{catalog, MODEL};
 use super::{router, AppState, NODE_HEADER};
+use crate::codec::ChatMessage;
 use crate::fleet::{listen, Fleet, LinkListenConfig};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -243,6 +244,16 @@ async fn a_long_prompt_is_counted_exactly_whether_tokenized_inline_or_aside() {
         assert!(
             text.contains(&format!("your request has {expected} tokens")),
             "{words} words should be {expected} tokens: {text}"
+        );
+        // The same for a chat, rendered with the model's template first.
+        let messages = [ChatMessage::new("user", &prompt)];
+        let expected = codec.tokenize(&codec.render_chat(&messages).unwrap()).len();
+        let body = json!({"model": MODEL, "messages": [{"role": "user", "content": prompt}]});
+        let (status, _, text) = post(app.clone(), "/v1/chat/completions", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        assert!(
+            text.contains(&format!("your request has {expected} tokens")),
+            "a chat of {words} words should be {expected} tokens: {text}"
         );
     }
 }
