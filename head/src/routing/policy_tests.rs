@@ -363,3 +363,37 @@ fn near_ties_go_to_the_node_with_fewer_generations_per_slot() {
     .unwrap();
     assert_eq!((d.node, d.reason, d.slot), (1, Reason::Warm, Some(0)));
 }
+
+#[test]
+fn with_nothing_cached_a_cost_within_a_quarter_is_a_tie_and_the_less_loaded_node_wins() {
+    let mut fast = idle(1);
+    fast.prefill_tokens_per_sec = 1200.0;
+    fast.in_flight = 1;
+    let mut slow = idle(2);
+    slow.prefill_tokens_per_sec = 1000.0;
+    let blocks = prompt_blocks(3);
+    let request = RouteRequest {
+        blocks: &blocks,
+        prompt_tokens: 3 * BLOCK_TOKENS,
+    };
+    // `Decision::node` is the index of the chosen view.
+    let decide = |index: &BlockIndex| {
+        route(
+            RoutePolicy::LeastTtft,
+            &request,
+            &[fast.clone(), slow.clone()],
+            index,
+            &mut RouterState::new(0),
+        )
+        .unwrap()
+    };
+    // Cold everywhere: 20 % apart is a tie, won by the idle node.
+    let d = decide(&BlockIndex::new());
+    assert_eq!((d.node, d.reason), (1, Reason::Cold), "{d:?}");
+    // The same prefix held on both: 20 % apart is no tie, the faster wins.
+    let mut index = BlockIndex::new();
+    hold(&mut index, 1, 0, &blocks[..1]);
+    hold(&mut index, 2, 0, &blocks[..1]);
+    let d = decide(&index);
+    assert_eq!((d.node, d.reason), (0, Reason::Warm), "{d:?}");
+}
