@@ -85,12 +85,14 @@ pub async fn models(State(state): State<AppState>) -> Json<Value> {
 /// every node is draining (`draining`), so that load balancers and scripts
 /// wait rather than send requests that would get 503 anyway.
 pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    let (waiting, draining): (Vec<String>, Vec<String>) = state
-        .catalog
-        .ids()
-        .into_iter()
-        .filter(|id| state.fleet.context_len(id).is_none() || state.fleet.only_draining(id))
-        .partition(|id| state.fleet.context_len(id).is_none());
+    let (mut waiting, mut draining) = (Vec::new(), Vec::new());
+    for id in state.catalog.ids() {
+        if state.fleet.context_len(&id).is_none() {
+            waiting.push(id);
+        } else if state.fleet.only_draining(&id) {
+            draining.push(id);
+        }
+    }
     if waiting.is_empty() && draining.is_empty() {
         return (StatusCode::OK, Json(json!({"status": "ok"})));
     }
