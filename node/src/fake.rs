@@ -3,7 +3,9 @@
 //! It runs the same slot discipline as the llama.cpp engine (continuous
 //! batching, finished sequences kept resident, longest-common-prefix slot
 //! choice, FIFO queue) on its own thread, sleeps for the time each step would
-//! take, and emits tokens derived from a hash of the sequence so far. The same
+//! take (while busy, until the end of the step in modelled time, so that
+//! sleeps which overshoot do not add up), and emits tokens derived from a
+//! hash of the sequence so far. The same
 //! prompt and sampling always give the same tokens, whatever the batching or
 //! the cache state.
 

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use superfluid_proto::{
     FinishReason, GenerateEvent, GenerateRequest, ModelDescription, Outcome, Sampling,
@@ -58,8 +58,26 @@ pub struct Sim {
     sharer: share::Sharer,
     /// Generations admitted so far.
     admitted: u64,
+    /// When the last step ends in modelled time, while the engine is busy:
+    /// the next step starts there, not when the thread woke, so that sleeps
+    /// that overshoot do not add up.
+    clock: Option<Instant>,
     ledger: Arc<Ledger>,
     resident: Resident,
+}
+
+/// The most a busy engine catches up on: a thread kept off the CPU for
+/// longer loses the time instead of rushing the steps after it.
+const MAX_CATCH_UP: Duration = Duration::from_millis(20);
+
+/// When a step of `cost` that begins at `now` ends in modelled time: after
+/// the previous step's end `last` if the engine is still busy and not more
+/// than [`MAX_CATCH_UP`] behind, else after `now`.
+pub(super) fn step_end(last: Option<Instant>, now: Instant, cost: Duration) -> Instant {
+    let start = last
+        .filter(|&end| now.saturating_duration_since(end) <= MAX_CATCH_UP)
+        .unwrap_or(now);
+    start + cost
 }
 
 impl Sim {
@@ -83,6 +101,7 @@ impl Sim {
             step: 0,
             sharer: share::Sharer::default(),
             admitted: 0,
+            clock: None,
             ledger,
             resident,
         }
@@ -113,6 +132,7 @@ impl Sim {
         let mut open = true;
         loop {
             if !self.busy() {
+                self.clock = None;
                 match jobs.recv() {
                     Ok(job) if open => self.queue.push_back(job),
                     _ => return,
@@ -236,7 +256,10 @@ impl Sim {
             seconds += 1.0 / self.costs.decode_tokens_per_sec.max(f64::MIN_POSITIVE);
         }
         let seconds = seconds.min(3600.0);
-        std::thread::sleep(Duration::from_secs_f64(seconds));
+        let now = Instant::now();
+        let end = step_end(self.clock, now, Duration::from_secs_f64(seconds));
+        std::thread::sleep(end.saturating_duration_since(now));
+        self.clock = Some(end);
         // The modelled time is what a real engine would measure.
         if prefilled > 0 {
             self.ledger.record_prefill(prefilled, seconds);

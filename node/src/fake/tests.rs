@@ -335,3 +335,22 @@ fn prompts_are_computed_in_the_order_they_arrived() {
     // before the later 600 tokens (2 chunks) in the lower slot.
     assert!(first < second, "{first:?} vs {second:?}");
 }
+
+#[test]
+fn a_busy_engine_makes_up_for_sleeps_that_overshoot() {
+    let ms = Duration::from_millis;
+    let t0 = Instant::now();
+    let step = ms(1);
+    // Idle before: the step starts now.
+    assert_eq!(super::sim::step_end(None, t0, step), t0 + step);
+    // Woke 0.3 ms after the last step ended: the next ends 1 ms after that
+    // end, not after the late wake, so steps keep their modelled rate.
+    let late = t0 + Duration::from_micros(300);
+    assert_eq!(super::sim::step_end(Some(t0), late, step), t0 + step);
+    // Kept off the CPU for longer than the catch-up limit: the time is lost.
+    let stalled = t0 + ms(50);
+    assert_eq!(
+        super::sim::step_end(Some(t0), stalled, step),
+        stalled + step
+    );
+}
