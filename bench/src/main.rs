@@ -57,6 +57,11 @@ pub struct RoutingArgs {
     /// three by default. Repeat the flag for several.
     #[arg(long = "load", value_parser = ["light", "medium", "near-saturation"])]
     pub loads: Vec<String>,
+    /// Runs of least-ttft and of least-loaded, in turn, on the same no-reuse
+    /// requests at each load; that target is the median of their paired
+    /// TTFT p50 ratios (the other policies run once).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub no_reuse_pairs: u32,
     /// Simulate only this workload (chat or no-reuse); both by default.
     #[arg(long, value_parser = ["chat", "no-reuse"])]
     pub workload: Option<String>,

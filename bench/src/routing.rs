@@ -27,8 +27,9 @@ use anyhow::{bail, Context, Result};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use superfluid_head::routing::RoutePolicy;
 
+use crate::stats::Spread;
 use crate::RoutingArgs;
-use report::{Report, SimRate, SimReport};
+use report::{P50Pairs, Report, SimRate, SimReport};
 use sim::{Hardware, Policy};
 use workload::Shape;
 
@@ -100,6 +101,7 @@ async fn simulate(args: &RoutingArgs) -> Result<SimReport> {
                 requests_per_s: per_s,
                 conversations_per_s: Some(conv_per_s),
                 policies: chat_policies(&hw, seed, load, &chats).await,
+                p50_pairs: None,
             });
         }
         if !wanted("no-reuse") {
@@ -113,21 +115,15 @@ async fn simulate(args: &RoutingArgs) -> Result<SimReport> {
             per_s,
             window,
         ));
-        let mut policies = Vec::new();
-        for policy in POLICIES.into_iter().filter(|p| *p != Policy::Oracle) {
-            let measured = drive::singles(&hw, policy, seed, &singles).await;
-            eprintln!(
-                "sim no-reuse {load}: {:<13} p50 {:>8.1} ms p99 {:>8.1} ms",
-                measured.policy, measured.ttft_p50_ms, measured.ttft_p99_ms
-            );
-            policies.push(measured);
-        }
+        let (policies, p50_pairs) =
+            no_reuse_policies(&hw, seed, load, &singles, args.no_reuse_pairs).await;
         no_reuse.push(SimRate {
             load: load.into(),
             fraction_of_capacity: fraction,
             requests_per_s: per_s,
             conversations_per_s: None,
             policies,
+            p50_pairs: Some(p50_pairs),
         });
     }
     Ok(SimReport {
@@ -170,6 +166,68 @@ async fn chat_policies(
         policies.push(measured);
     }
     policies
+}
+
+/// Every policy but the oracle once on the no-reuse `singles`, then
+/// least-ttft and least-loaded again, `pairs` runs each in all, in turn (the
+/// one that goes first alternates).
+async fn no_reuse_policies(
+    hw: &Hardware,
+    seed: u64,
+    load: &str,
+    singles: &Arc<Vec<workload::Single>>,
+    pairs: u32,
+) -> (Vec<report::SimPolicy>, P50Pairs) {
+    let mut policies = Vec::new();
+    for policy in POLICIES.into_iter().filter(|p| *p != Policy::Oracle) {
+        let measured = drive::singles(hw, policy, seed, singles).await;
+        eprintln!(
+            "sim no-reuse {load}: {:<13} p50 {:>8.1} ms p99 {:>8.1} ms",
+            measured.policy, measured.ttft_p50_ms, measured.ttft_p99_ms
+        );
+        policies.push(measured);
+    }
+    let p50_of = |name: &str| {
+        policies
+            .iter()
+            .filter(|p| p.policy == name)
+            .map(|p| p.ttft_p50_ms)
+            .collect::<Vec<f64>>()
+    };
+    let (mut ttft, mut loaded) = (p50_of("least-ttft"), p50_of("least-loaded"));
+    let (least_ttft, least_loaded) = (
+        Policy::Head(RoutePolicy::LeastTtft),
+        Policy::Head(RoutePolicy::LeastLoaded),
+    );
+    for pair in 1..pairs {
+        let order = if pair % 2 == 1 {
+            [least_loaded, least_ttft]
+        } else {
+            [least_ttft, least_loaded]
+        };
+        let (mut t, mut l) = (0.0, 0.0);
+        for policy in order {
+            let p50 = drive::singles(hw, policy, seed, singles).await.ttft_p50_ms;
+            if policy == least_ttft {
+                t = p50;
+            } else {
+                l = p50;
+            }
+        }
+        eprintln!(
+            "sim no-reuse {load}: pair {} least-ttft p50 {t:.1} ms, least-loaded p50 {l:.1} ms",
+            pair + 1
+        );
+        ttft.push(t);
+        loaded.push(l);
+    }
+    let ratio = Spread::of_ratios(&ttft, &loaded);
+    let pairs = P50Pairs {
+        least_ttft_p50_ms: ttft,
+        least_loaded_p50_ms: loaded,
+        ratio,
+    };
+    (policies, pairs)
 }
 
 async fn real_fleet(args: &RoutingArgs) -> Result<report::RealReport> {
