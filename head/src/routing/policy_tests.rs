@@ -365,9 +365,9 @@ fn near_ties_go_to_the_node_with_fewer_generations_per_slot() {
 }
 
 #[test]
-fn with_nothing_cached_a_cost_within_a_quarter_is_a_tie_and_the_less_loaded_node_wins() {
+fn with_nothing_cached_a_cost_within_twice_the_best_is_a_tie_and_the_less_loaded_node_wins() {
     let mut fast = idle(1);
-    fast.prefill_tokens_per_sec = 1200.0;
+    fast.prefill_tokens_per_sec = 1800.0;
     fast.in_flight = 1;
     let mut slow = idle(2);
     slow.prefill_tokens_per_sec = 1000.0;
@@ -377,7 +377,7 @@ fn with_nothing_cached_a_cost_within_a_quarter_is_a_tie_and_the_less_loaded_node
         prompt_tokens: 3 * BLOCK_TOKENS,
     };
     // `Decision::node` is the index of the chosen view.
-    let decide = |index: &BlockIndex| {
+    let decide = |fast: &NodeView, index: &BlockIndex| {
         route(
             RoutePolicy::LeastTtft,
             &request,
@@ -387,13 +387,18 @@ fn with_nothing_cached_a_cost_within_a_quarter_is_a_tie_and_the_less_loaded_node
         )
         .unwrap()
     };
-    // Cold everywhere: 20 % apart is a tie, won by the idle node.
-    let d = decide(&BlockIndex::new());
+    // Cold everywhere: 1.8x apart is a tie, won by the idle node.
+    let d = decide(&fast, &BlockIndex::new());
     assert_eq!((d.node, d.reason), (1, Reason::Cold), "{d:?}");
-    // The same prefix held on both: 20 % apart is no tie, the faster wins.
+    // More than twice apart is no tie: the fast node wins though busier.
+    let mut faster = fast.clone();
+    faster.prefill_tokens_per_sec = 2500.0;
+    let d = decide(&faster, &BlockIndex::new());
+    assert_eq!((d.node, d.reason), (0, Reason::Cold), "{d:?}");
+    // The same prefix held on both: 1.8x apart is no tie, the faster wins.
     let mut index = BlockIndex::new();
     hold(&mut index, 1, 0, &blocks[..1]);
     hold(&mut index, 2, 0, &blocks[..1]);
-    let d = decide(&index);
+    let d = decide(&fast, &index);
     assert_eq!((d.node, d.reason), (0, Reason::Warm), "{d:?}");
 }

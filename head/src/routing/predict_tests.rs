@@ -2,6 +2,7 @@
 
 use super::predict::Rates;
 use super::{route, BlockIndex, Decision, NodeView, RoutePolicy, RouteRequest, RouterState};
+use superfluid_proto::{KvEvent, KvUpdate, BLOCK_TOKENS};
 
 /// A node of 2 slots computing 1000 prompt tokens/s whose generations
 /// decode for 1 s on average.
@@ -20,23 +21,6 @@ fn node(in_flight: u32, pending_prefill_tokens: u64, decoding_secs: &[f64]) -> N
 
 fn ttft(view: &NodeView, prompt: usize) -> f64 {
     Rates::of(std::slice::from_ref(view)).ttft(view, prompt, 0)
-}
-
-/// Least-ttft's choice among `nodes` for a prompt of `prompt_tokens`
-/// uncached tokens.
-fn least_ttft(nodes: &[NodeView], prompt_tokens: usize) -> Decision {
-    let request = RouteRequest {
-        blocks: &[],
-        prompt_tokens,
-    };
-    route(
-        RoutePolicy::LeastTtft,
-        &request,
-        nodes,
-        &BlockIndex::new(),
-        &mut RouterState::new(0),
-    )
-    .unwrap()
 }
 
 fn close(actual: f64, expected: f64) {
@@ -79,26 +63,63 @@ fn prompts_still_to_compute_outlast_a_short_slot_wait() {
     close(ttft(&node(2, 3000, &[]), 500), 3.0 + 0.5);
 }
 
+/// Least-ttft's choice among `nodes` for a prompt of `prompt_tokens` whose
+/// first block every node holds, so that costs are compared closely (as
+/// they are whenever some node holds part of a prompt).
+fn least_ttft_warm(nodes: &[NodeView], prompt_tokens: usize) -> Decision {
+    let blocks = [100];
+    let mut index = BlockIndex::new();
+    for node in nodes {
+        let stored = KvEvent::Stored {
+            slot: 0,
+            blocks: blocks.to_vec(),
+        };
+        index.apply(
+            node.key,
+            &KvUpdate {
+                model: "m".to_owned(),
+                events: vec![stored],
+            },
+        );
+    }
+    let request = RouteRequest {
+        blocks: &blocks,
+        prompt_tokens,
+    };
+    route(
+        RoutePolicy::LeastTtft,
+        &request,
+        nodes,
+        &index,
+        &mut RouterState::new(0),
+    )
+    .unwrap()
+}
+
 #[test]
 fn least_ttft_weighs_a_queue_more_than_its_own_prompt() {
-    // A node 4x faster whose queue would make it the quickest to answer by
-    // a little still loses to an idle node: the queue delays every
-    // generation sent after this one as well.
+    // A node 4x faster whose queue would make it the quickest to answer
+    // still loses to an idle node: the queue delays every generation sent
+    // after this one as well.
     let mut fast = node(2, 0, &[0.6, 0.6]);
     fast.prefill_tokens_per_sec = 4000.0;
     let mut slow = node(0, 0, &[]);
     slow.key = 2;
     let nodes = [fast, slow];
-    let d = least_ttft(&nodes, 1000);
-    // Fast: 0.4 s queued + 0.25 s = 0.65 s; slow: 1 s. Counting the queue
-    // twice, 1.05 s against 1 s.
-    close(Rates::of(&nodes).ttft(&nodes[0], 1000, 0), 0.65);
+    let uncached = (1000 - BLOCK_TOKENS) as f64;
+    let d = least_ttft_warm(&nodes, 1000);
+    // Fast: 0.4 s queued + 0.242 s; slow: 0.968 s. Counting the queue
+    // twice, 1.042 s against 0.968 s.
+    close(
+        Rates::of(&nodes).ttft(&nodes[0], 1000, BLOCK_TOKENS),
+        0.4 + uncached / 4000.0,
+    );
     assert_eq!(d.node, 1);
-    close(d.predicted_ttft_secs, 1.0);
+    close(d.predicted_ttft_secs, uncached / 1000.0);
     // With a shorter queue the fast node wins.
     let mut nodes = nodes;
     nodes[0].decoding_secs = vec![0.8, 0.8];
-    let d = least_ttft(&nodes, 1000);
+    let d = least_ttft_warm(&nodes, 1000);
     assert_eq!(d.node, 0);
-    close(d.predicted_ttft_secs, 0.45);
+    close(d.predicted_ttft_secs, 0.2 + uncached / 4000.0);
 }
