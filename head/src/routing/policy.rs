@@ -258,8 +258,9 @@ impl RouterState {
 /// Where a generation goes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
-    /// Index of the chosen node in the `nodes` slice given to [`route`].
-    pub node: usize,
+    /// Index of the chosen node's view in the `nodes` slice given to
+    /// [`route`] (not its key).
+    pub index: usize,
     /// The chosen node's slot holding the longest prefix of the prompt, if
     /// it holds any.
     pub slot: Option<u32>,
@@ -301,7 +302,7 @@ pub fn route(
     let decide = |i: usize, reason: Reason| {
         let (slot, cached_tokens) = warmth(&nodes[i]);
         Decision {
-            node: i,
+            index: i,
             slot,
             cached_tokens,
             predicted_ttft_secs: rates.ttft(&nodes[i], request.prompt_tokens, cached_tokens),

@@ -71,7 +71,7 @@ fn the_warm_node_wins_when_idle() {
     let mut state = RouterState::new(1);
     for _ in 0..4 {
         let d = route(RoutePolicy::LeastTtft, &request, &nodes, &index, &mut state).unwrap();
-        assert_eq!(d.node, 1);
+        assert_eq!(d.index, 1);
         assert_eq!(d.reason, Reason::Warm);
         assert_eq!(d.slot, Some(3));
         assert_eq!(d.cached_tokens, 96);
@@ -100,7 +100,7 @@ fn a_saturated_warm_node_loses_to_an_idle_cold_one() {
         &mut RouterState::new(1),
     )
     .unwrap();
-    assert_eq!(d.node, 0);
+    assert_eq!(d.index, 0);
     assert_eq!(d.reason, Reason::Load);
     assert_eq!((d.slot, d.cached_tokens), (None, 0));
 }
@@ -129,7 +129,7 @@ fn a_fast_cold_node_beats_a_slow_warm_one_unless_the_shared_prefix_is_long() {
         &mut RouterState::new(1),
     )
     .unwrap();
-    assert_eq!((d.node, d.reason), (1, Reason::Load));
+    assert_eq!((d.index, d.reason), (1, Reason::Load));
     assert!((d.predicted_ttft_secs - 5.0).abs() < 1e-9);
 
     let mut index = BlockIndex::new();
@@ -142,7 +142,7 @@ fn a_fast_cold_node_beats_a_slow_warm_one_unless_the_shared_prefix_is_long() {
         &mut RouterState::new(1),
     )
     .unwrap();
-    assert_eq!((d.node, d.reason), (0, Reason::Warm));
+    assert_eq!((d.index, d.reason), (0, Reason::Warm));
     assert_eq!(d.cached_tokens, blocks.len() * BLOCK_TOKENS);
     assert!((d.predicted_ttft_secs - 0.16).abs() < 1e-9);
 }
@@ -168,7 +168,7 @@ fn queued_prefill_and_unknown_rates_count() {
         &mut RouterState::new(1),
     )
     .unwrap();
-    assert_eq!((d.node, d.reason), (1, Reason::Cold));
+    assert_eq!((d.index, d.reason), (1, Reason::Cold));
     assert!((d.predicted_ttft_secs - 0.1).abs() < 1e-9);
 }
 
@@ -186,7 +186,7 @@ fn a_node_outside_the_candidates_is_never_chosen() {
     for policy in RoutePolicy::ALL {
         for _ in 0..8 {
             let d = route(policy, &request, &nodes, &index, &mut state).unwrap();
-            assert!(d.node < 2);
+            assert!(d.index < 2);
             assert_eq!((d.slot, d.cached_tokens), (None, 0));
             assert_ne!(d.reason, Reason::Warm);
         }
@@ -208,7 +208,7 @@ fn every_policy_reports_the_chosen_nodes_cache() {
     for policy in RoutePolicy::ALL {
         let d = route(policy, &request, &nodes, &index, &mut state).unwrap();
         assert_eq!(
-            (d.node, d.slot, d.cached_tokens),
+            (d.index, d.slot, d.cached_tokens),
             (0, Some(5), 2 * BLOCK_TOKENS - 1)
         );
     }
@@ -235,7 +235,7 @@ fn round_robin_cycles() {
             .unwrap()
         })
         .inspect(|d| assert_eq!(d.reason, Reason::RoundRobin))
-        .map(|d| d.node)
+        .map(|d| d.index)
         .collect();
     assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
 }
@@ -265,7 +265,7 @@ fn least_loaded_picks_the_emptiest() {
             &mut state,
         )
         .unwrap();
-        assert_eq!((d.node, d.reason), (1, Reason::LeastLoaded));
+        assert_eq!((d.index, d.reason), (1, Reason::LeastLoaded));
     }
 }
 
@@ -288,7 +288,7 @@ fn random_stays_in_range_and_visits_every_node() {
         )
         .unwrap();
         assert_eq!(d.reason, Reason::Random);
-        seen[d.node] += 1;
+        seen[d.index] += 1;
     }
     assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
 }
@@ -331,7 +331,7 @@ fn equal_idle_nodes_share_the_work_under_least_ttft() {
         )
         .unwrap();
         assert_eq!(d.reason, Reason::Cold);
-        seen[d.node] += 1;
+        seen[d.index] += 1;
     }
     assert_eq!(seen, [2, 2, 2, 2]);
 }
@@ -361,7 +361,7 @@ fn near_ties_go_to_the_node_with_fewer_generations_per_slot() {
         &mut RouterState::new(0),
     )
     .unwrap();
-    assert_eq!((d.node, d.reason, d.slot), (1, Reason::Warm, Some(0)));
+    assert_eq!((d.index, d.reason, d.slot), (1, Reason::Warm, Some(0)));
 }
 
 #[test]
@@ -376,7 +376,6 @@ fn with_nothing_cached_a_cost_within_twice_the_best_is_a_tie_and_the_less_loaded
         blocks: &blocks,
         prompt_tokens: 3 * BLOCK_TOKENS,
     };
-    // `Decision::node` is the index of the chosen view.
     let decide = |fast: &NodeView, index: &BlockIndex| {
         route(
             RoutePolicy::LeastTtft,
@@ -389,16 +388,16 @@ fn with_nothing_cached_a_cost_within_twice_the_best_is_a_tie_and_the_less_loaded
     };
     // Cold everywhere: 1.8x apart is a tie, won by the idle node.
     let d = decide(&fast, &BlockIndex::new());
-    assert_eq!((d.node, d.reason), (1, Reason::Cold), "{d:?}");
+    assert_eq!((d.index, d.reason), (1, Reason::Cold), "{d:?}");
     // More than twice apart is no tie: the fast node wins though busier.
     let mut faster = fast.clone();
     faster.prefill_tokens_per_sec = 2500.0;
     let d = decide(&faster, &BlockIndex::new());
-    assert_eq!((d.node, d.reason), (0, Reason::Cold), "{d:?}");
+    assert_eq!((d.index, d.reason), (0, Reason::Cold), "{d:?}");
     // The same prefix held on both: 1.8x apart is no tie, the faster wins.
     let mut index = BlockIndex::new();
     hold(&mut index, 1, 0, &blocks[..1]);
     hold(&mut index, 2, 0, &blocks[..1]);
     let d = decide(&fast, &index);
-    assert_eq!((d.node, d.reason), (0, Reason::Warm), "{d:?}");
+    assert_eq!((d.index, d.reason), (0, Reason::Warm), "{d:?}");
 }

@@ -114,12 +114,12 @@ fn least_ttft_weighs_a_queue_more_than_its_own_prompt() {
         Rates::of(&nodes).ttft(&nodes[0], 1000, BLOCK_TOKENS),
         0.4 + uncached / 4000.0,
     );
-    assert_eq!(d.node, 1);
+    assert_eq!(d.index, 1);
     close(d.predicted_ttft_secs, uncached / 1000.0);
     // With a shorter queue the fast node wins.
     let mut nodes = nodes;
     nodes[0].decoding_secs = vec![0.8, 0.8];
     let d = least_ttft_warm(&nodes, 1000);
-    assert_eq!(d.node, 0);
+    assert_eq!(d.index, 0);
     close(d.predicted_ttft_secs, 0.2 + uncached / 4000.0);
 }

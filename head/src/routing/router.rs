@@ -260,7 +260,7 @@ impl Router {
             prompt_tokens: prompt.len(),
         };
         let decision = route(self.policy, &request, &views, &self.index, &mut self.state)?;
-        let key = views.get(decision.node)?.key;
+        let key = views.get(decision.index)?.key;
         let record = self.nodes.get_mut(&key)?;
         let uncached = prompt.len().saturating_sub(decision.cached_tokens) as u64;
         let id = self.next_ticket;
