@@ -49,7 +49,7 @@
 //! and such a generation goes to the least loaded of those nodes, which
 //! keeps the fast nodes' queues short, while a node predicted more than
 //! twice as slow never gets it (near saturation with nothing to reuse, this
-//! took the median TTFT down by about 8 % and left the tail as it was).
+//! took the median TTFT down by about 6 % and left the tail as it was).
 
 use super::index::{BlockIndex, Match};
 use super::predict::Rates;
