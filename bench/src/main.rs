@@ -47,8 +47,10 @@ pub struct RoutingArgs {
     /// Seed of every workload: each policy gets the same requests.
     #[arg(long, default_value_t = 20_261_202)]
     pub seed: u64,
-    /// Seconds of arrivals per simulated run.
-    #[arg(long, default_value_t = 6.0)]
+    /// Seconds of arrivals per simulated run. Near saturation the fleet's
+    /// queues take several seconds to fill from empty; long runs measure
+    /// the steady state rather than the start.
+    #[arg(long, default_value_t = 20.0)]
     pub sim_seconds: f64,
     /// Conversations on the real fleet, per policy.
     #[arg(long, default_value_t = 12)]
@@ -60,7 +62,7 @@ pub struct RoutingArgs {
     /// Runs of least-ttft and of least-loaded, in turn, on the same no-reuse
     /// requests at each load; that target is the median of their paired
     /// TTFT p50 ratios (the other policies run once).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub no_reuse_pairs: u32,
     /// Simulate only this workload (chat or no-reuse); both by default.
     #[arg(long, value_parser = ["chat", "no-reuse"])]
