@@ -50,7 +50,7 @@ pub struct RoutingArgs {
     /// Seconds of arrivals per simulated run. Near saturation the fleet's
     /// queues take several seconds to fill from empty; long runs measure
     /// the steady state rather than the start.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 20.0, value_parser = positive_seconds)]
     pub sim_seconds: f64,
     /// Conversations on the real fleet, per policy.
     #[arg(long, default_value_t = 12)]
@@ -113,6 +113,18 @@ pub struct ServeArgs {
     pub json: bool,
 }
 
+/// Parses a number of seconds that must be finite and above 0.
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if secs.is_finite() && secs > 0.0 {
+        Ok(secs)
+    } else {
+        Err(format!("{s} is not a positive number of seconds; try 20"))
+    }
+}
+
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Routing(args) => {
@@ -139,5 +151,23 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::positive_seconds;
+
+    #[test]
+    fn sim_seconds_must_be_a_positive_number() {
+        assert_eq!(positive_seconds("20"), Ok(20.0));
+        assert_eq!(positive_seconds("0.5"), Ok(0.5));
+        for bad in ["0", "-3", "inf", "NaN"] {
+            let err = positive_seconds(bad).unwrap_err();
+            assert!(err.contains("positive number of seconds"), "{bad}: {err}");
+        }
+        assert!(positive_seconds("soon")
+            .unwrap_err()
+            .contains("not a number"));
     }
 }
