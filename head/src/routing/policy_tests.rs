@@ -16,7 +16,8 @@ fn idle(key: NodeKey) -> NodeView {
     }
 }
 
-fn hold(index: &mut BlockIndex, node: NodeKey, slot: u32, blocks: &[BlockHash]) {
+/// Records that `node` holds `blocks` in `slot`.
+pub(super) fn hold(index: &mut BlockIndex, node: NodeKey, slot: u32, blocks: &[BlockHash]) {
     index.apply(
         node,
         &KvUpdate {

@@ -1,8 +1,9 @@
 //! The time-to-first-token model on hand-built nodes.
 
+use super::policy_tests::hold;
 use super::predict::Rates;
 use super::{route, BlockIndex, Decision, NodeView, RoutePolicy, RouteRequest, RouterState};
-use superfluid_proto::{KvEvent, KvUpdate, BLOCK_TOKENS};
+use superfluid_proto::BLOCK_TOKENS;
 
 /// A node of 2 slots computing 1000 prompt tokens/s whose generations
 /// decode for 1 s on average.
@@ -70,17 +71,7 @@ fn least_ttft_warm(nodes: &[NodeView], prompt_tokens: usize) -> Decision {
     let blocks = [100];
     let mut index = BlockIndex::new();
     for node in nodes {
-        let stored = KvEvent::Stored {
-            slot: 0,
-            blocks: blocks.to_vec(),
-        };
-        index.apply(
-            node.key,
-            &KvUpdate {
-                model: "m".to_owned(),
-                events: vec![stored],
-            },
-        );
+        hold(&mut index, node.key, 0, &blocks);
     }
     let request = RouteRequest {
         blocks: &blocks,
