@@ -105,6 +105,10 @@ pub struct ServeArgs {
     /// of 1-stream decode and time to first token.
     #[arg(long, default_value_t = 3)]
     pub alone: u32,
+    /// Long prompts per round, each generating 1 token: the samples of
+    /// prefill tokens/s.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub prefill: u32,
     /// Rounds; each round measures every contender in turn on fresh prompts.
     #[arg(long, default_value_t = 6)]
     pub rounds: u32,

@@ -32,8 +32,8 @@ enum Step {
     Alone(usize),
     /// 4 requests at once.
     Together,
-    /// A long prompt with `max_tokens` 1.
-    Prefill,
+    /// Long prompt `n` of the round, with `max_tokens` 1.
+    Prefill(usize),
 }
 
 impl Bench<'_> {
@@ -92,8 +92,9 @@ impl Bench<'_> {
                     into.streams[1].push(t?);
                 }
             }
-            Step::Prefill => {
-                let prompt = workload::long_prompt(round + 500);
+            Step::Prefill(n) => {
+                let prefill = self.args.prefill as usize;
+                let prompt = workload::long_prompt(500 + round as usize * prefill + n);
                 into.prefill.push(self.one(target, &prompt, 1).await?);
             }
         }
@@ -150,6 +151,11 @@ impl Samples {
                 summarise(4, &self.streams[1], self.wall[1]),
             ],
             prefill_tokens_per_s: prefill_rate(&self.prefill),
+            prefill_each: self
+                .prefill
+                .iter()
+                .map(|t| prefill_rate(std::slice::from_ref(t)))
+                .collect(),
             decode_by_round: self.rounds.clone(),
         }
     }
@@ -173,7 +179,8 @@ pub async fn interleaved(
     let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
     let steps: Vec<Step> = (0..bench.args.alone as usize)
         .map(Step::Alone)
-        .chain([Step::Together, Step::Prefill])
+        .chain([Step::Together])
+        .chain((0..bench.args.prefill as usize).map(Step::Prefill))
         .collect();
     let mut turn = 0;
     for round in 0..bench.args.rounds {

@@ -20,6 +20,9 @@ pub struct Contender {
     pub name: String,
     pub streams: Vec<Summary>,
     pub prefill_tokens_per_s: f64,
+    /// Each long prompt's prefill tokens/s, in the order sent.
+    #[serde(skip)]
+    pub prefill_each: Vec<f64>,
     /// Decode tokens/s of each round alone, at 1 and at 4 streams: how far
     /// the machine moved during the run.
     pub decode_by_round: Vec<[f64; 2]>,
@@ -47,6 +50,9 @@ pub struct Ratios {
     pub decode_c1_paired: Spread,
     /// The same at 4 streams, batch by batch (one per round).
     pub decode_c4_paired: Spread,
+    /// The quartiles of `of`'s prefill rate over `to`'s, long prompt by long
+    /// prompt.
+    pub prefill_paired: Spread,
 }
 
 /// The whole report of `bench serve`.
@@ -59,6 +65,8 @@ pub struct Report {
     pub rounds: u32,
     /// Requests sent alone per round.
     pub alone: u32,
+    /// Long prompts per round.
+    pub prefill: u32,
     pub contenders: Vec<Contender>,
     pub ratios: Vec<Ratios>,
 }
@@ -95,6 +103,7 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
             &of.decode_by_round.iter().map(|r| r[1]).collect::<Vec<_>>(),
             &to.decode_by_round.iter().map(|r| r[1]).collect::<Vec<_>>(),
         ),
+        prefill_paired: Spread::of_ratios(&of.prefill_each, &to.prefill_each),
     }
 }
 
@@ -215,6 +224,7 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         max_tokens: args.max_tokens,
         rounds: args.rounds,
         alone: args.alone,
+        prefill: args.prefill,
         contenders,
         ratios: all,
     })
@@ -244,9 +254,13 @@ pub fn print_table(report: &Report) {
             r.of, r.to, r.decode_c1, r.decode_c4, r.prefill, r.ttft_p50_overhead_ms_c1, r.ttft_p50_overhead_ms_c4,
             r.ttft_paired_overhead_ms_c1, r.ttft_paired_overhead_ms_c4
         );
-        for (streams, p) in [(1, &r.decode_c1_paired), (4, &r.decode_c4_paired)] {
+        for (what, p) in [
+            ("decode at 1 stream", &r.decode_c1_paired),
+            ("decode at 4 streams", &r.decode_c4_paired),
+            ("prefill", &r.prefill_paired),
+        ] {
             println!(
-                "{} / {}: paired decode at {streams} stream(s) x{:.3} (quartiles x{:.3} to x{:.3}, {} pairs)",
+                "{} / {}: paired {what} x{:.3} (quartiles x{:.3} to x{:.3}, {} pairs)",
                 r.of, r.to, p.p50, p.p25, p.p75, p.n
             );
         }
