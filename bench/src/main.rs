@@ -105,6 +105,10 @@ pub struct ServeArgs {
     /// of 1-stream decode and time to first token.
     #[arg(long, default_value_t = 3)]
     pub alone: u32,
+    /// Batches of 4 concurrent streams per round: the samples of 4-stream
+    /// decode.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub together: u32,
     /// Long prompts per round, each generating 1 token: the samples of
     /// prefill tokens/s.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]

@@ -30,8 +30,8 @@ pub struct Bench<'a> {
 enum Step {
     /// Request `n` of the round, sent alone.
     Alone(usize),
-    /// 4 requests at once.
-    Together,
+    /// Batch `n` of the round: 4 requests at once.
+    Together(usize),
     /// Long prompt `n` of the round, with `max_tokens` 1.
     Prefill(usize),
 }
@@ -80,17 +80,20 @@ impl Bench<'_> {
                 into.streams[0].push(self.one(target, &prompt, self.args.max_tokens).await?);
                 into.wall[0] += start.elapsed();
             }
-            Step::Together => {
+            Step::Together(n) => {
                 let start = Instant::now();
+                let number = 400 + round * self.args.together + n as u32;
                 let batch = futures::future::join_all((0..4).map(|s| {
-                    let prompt = workload::story_prompt(round + 400, s);
+                    let prompt = workload::story_prompt(number, s);
                     async move { self.one(target, &prompt, self.args.max_tokens).await }
                 }))
                 .await;
-                into.wall[1] += start.elapsed();
-                for t in batch {
-                    into.streams[1].push(t?);
-                }
+                let wall = start.elapsed();
+                into.wall[1] += wall;
+                let batch = batch.into_iter().collect::<Result<Vec<_>>>()?;
+                into.batches
+                    .push(summarise(4, &batch, wall).decode_tokens_per_s);
+                into.streams[1].extend(batch);
             }
             Step::Prefill(n) => {
                 let prefill = self.args.prefill as usize;
@@ -109,6 +112,8 @@ struct Samples {
     streams: [Vec<RequestTiming>; 2],
     /// Wall time of the requests at 1 and at 4 streams.
     wall: [Duration; 2],
+    /// Aggregate decode tokens/s of each batch of 4.
+    batches: Vec<f64>,
     /// The long prompts.
     prefill: Vec<RequestTiming>,
     /// Decode tokens/s of each round at 1 and at 4 streams.
@@ -157,6 +162,7 @@ impl Samples {
                 .map(|t| prefill_rate(std::slice::from_ref(t)))
                 .collect(),
             decode_by_round: self.rounds.clone(),
+            decode_c4_each: self.batches.clone(),
         }
     }
 }
@@ -179,7 +185,7 @@ pub async fn interleaved(
     let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
     let steps: Vec<Step> = (0..bench.args.alone as usize)
         .map(Step::Alone)
-        .chain([Step::Together])
+        .chain((0..bench.args.together as usize).map(Step::Together))
         .chain((0..bench.args.prefill as usize).map(Step::Prefill))
         .collect();
     let mut turn = 0;

@@ -26,6 +26,9 @@ pub struct Contender {
     /// Decode tokens/s of each round alone, at 1 and at 4 streams: how far
     /// the machine moved during the run.
     pub decode_by_round: Vec<[f64; 2]>,
+    /// Each batch of 4's aggregate decode tokens/s, in the order sent.
+    #[serde(skip)]
+    pub decode_c4_each: Vec<f64>,
 }
 
 /// How one contender compares with another.
@@ -48,7 +51,7 @@ pub struct Ratios {
     /// at 1 stream: each pair ran the same prompt seconds apart, so the
     /// machine's drift between pairs drops out.
     pub decode_c1_paired: Spread,
-    /// The same at 4 streams, batch by batch (one per round).
+    /// The same at 4 streams, batch by batch.
     pub decode_c4_paired: Spread,
     /// The quartiles of `of`'s prefill rate over `to`'s, long prompt by long
     /// prompt.
@@ -65,6 +68,8 @@ pub struct Report {
     pub rounds: u32,
     /// Requests sent alone per round.
     pub alone: u32,
+    /// Batches of 4 streams per round.
+    pub together: u32,
     /// Long prompts per round.
     pub prefill: u32,
     pub contenders: Vec<Contender>,
@@ -99,10 +104,7 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
             .map(|(a, b)| [a[0] / b[0], a[1] / b[1]])
             .collect(),
         decode_c1_paired: Spread::of_ratios(&at(of, 0).decode_each, &at(to, 0).decode_each),
-        decode_c4_paired: Spread::of_ratios(
-            &of.decode_by_round.iter().map(|r| r[1]).collect::<Vec<_>>(),
-            &to.decode_by_round.iter().map(|r| r[1]).collect::<Vec<_>>(),
-        ),
+        decode_c4_paired: Spread::of_ratios(&of.decode_c4_each, &to.decode_c4_each),
         prefill_paired: Spread::of_ratios(&of.prefill_each, &to.prefill_each),
     }
 }
@@ -224,6 +226,7 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         max_tokens: args.max_tokens,
         rounds: args.rounds,
         alone: args.alone,
+        together: args.together,
         prefill: args.prefill,
         contenders,
         ratios: all,
