@@ -59,6 +59,8 @@ pub struct Batcher<'m> {
     /// (slot, batch index) pairs whose logits are sampled after the decode.
     to_sample: Vec<(usize, i32)>,
     ctx_len: usize,
+    /// The fewest prompt tokens a copy from another slot must save.
+    min_copy_gain: usize,
     prefill_chunk: usize,
     n_vocab: i32,
     step: u64,
@@ -95,6 +97,7 @@ impl<'m> Batcher<'m> {
             queue: VecDeque::new(),
             to_sample: Vec::with_capacity(n_slots),
             ctx_len: config.ctx as usize,
+            min_copy_gain: slots::min_copy_gain(config.ctx as usize, config.shared_kv),
             prefill_chunk: config.prefill_chunk as usize,
             n_vocab: model.n_vocab(),
             step: 0,
@@ -188,7 +191,8 @@ impl<'m> Batcher<'m> {
                 self.queue.push_front(job);
                 return;
             };
-            let reuse = match self.donor_prefix(&prompt, choice.index, choice.reuse) {
+            let beat = choice.reuse + self.min_copy_gain - 1;
+            let reuse = match self.donor_prefix(&prompt, choice.index, beat) {
                 Some((donor, len)) => self.copy_prefix(donor, choice.index, len),
                 None => self.keep_prefix(choice.index, choice.reuse),
             };
@@ -290,6 +294,14 @@ impl<'m> Batcher<'m> {
         for i in 0..self.to_sample.len() {
             let (index, batch_index) = self.to_sample[i];
             self.sample(index, batch_index);
+        }
+        // Sending a token woke whoever waits for it (the node's Link F task,
+        // or an in-process caller). When it was woken onto this core, let it
+        // run now, between two decodes: otherwise it preempts one of
+        // llama.cpp's threads in the middle of the next decode, and every
+        // other compute thread waits for that one at the next barrier.
+        if !self.to_sample.is_empty() {
+            std::thread::yield_now();
         }
     }
 

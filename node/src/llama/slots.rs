@@ -101,6 +101,20 @@ pub fn choose_hinted<'a, T: PartialEq + 'a>(
     })
 }
 
+/// The fewest prompt tokens a copy from another slot must save to be made,
+/// with `ctx` tokens per slot. With one KV stream per slot, llama.cpp copies
+/// between streams only whole, so a copy costs as much for 3 tokens as for
+/// 3000: at 2048 tokens per slot, about what 4 prompt tokens of the default
+/// model take to compute on 2 CPU cores (about 17 ms, measured 2026-12-04).
+/// Within one shared KV cache a copy only relabels cells, so any gain pays.
+pub fn min_copy_gain(ctx: usize, shared_kv: bool) -> usize {
+    if shared_kv {
+        1
+    } else {
+        (ctx / 512).max(1)
+    }
+}
+
 /// Among `slots` (index and cached tokens, any state), the one other than
 /// `target` sharing the longest prefix with `prompt`, if longer than `beat`:
 /// its index and the prefix length (at most the prompt's length minus one).
@@ -185,6 +199,22 @@ mod tests {
         let next = [1, 2, 3, 4, 5, 6, 7, 8];
         let got = choose([cand(0, &conversation, 5), cand(1, &empty, 0)], &next);
         assert_eq!(got, Some(Choice { index: 0, reuse: 6 }));
+    }
+
+    #[test]
+    fn a_copy_between_streams_must_save_more_the_larger_the_stream() {
+        assert_eq!(min_copy_gain(512, false), 1);
+        assert_eq!(min_copy_gain(2048, false), 4);
+        assert_eq!(min_copy_gain(4096, false), 8);
+        assert_eq!(min_copy_gain(100, false), 1);
+        // Within one shared cache a copy is cheap at any size.
+        assert_eq!(min_copy_gain(4096, true), 1);
+        // A donor 3 tokens ahead is not copied at 4096 tokens per slot.
+        let beat = min_copy_gain(4096, false) - 1;
+        let cached: [&[u32]; 2] = [&[1, 2, 3, 4], &[]];
+        let slots = || cached.iter().enumerate().map(|(i, c)| (i, *c));
+        assert_eq!(donor(slots(), 1, &[1, 2, 3, 4, 5], beat), None);
+        assert_eq!(donor(slots(), 1, &[1, 2, 3, 4, 5], 0), Some((0, 4)));
     }
 
     #[test]
