@@ -148,7 +148,11 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Serve(args) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
+            // The measuring client runs on one thread: each streamed token
+            // then wakes one thread of the bench rather than a connection
+            // task on one worker and the request on another, and takes as
+            // little as it can from the cores the contenders compute on.
+            let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             let report = runtime.block_on(report::serve(&args))?;

@@ -20,26 +20,45 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Streams one side may have open towards the other (one per generation).
 const MAX_STREAMS: u32 = 4096;
 
-/// Packets a peer may receive before it must acknowledge them.
+/// Packets a peer on another machine may receive before it must acknowledge them.
 const ACK_ELICITING_THRESHOLD: u32 = 4;
 
-/// The transport settings both sides use: keep-alive, idle timeout, stream limits.
-pub fn transport_config() -> Arc<quinn::TransportConfig> {
+/// The transport settings both sides use: keep-alive, idle timeout, stream
+/// limits, and how often the peer acknowledges ([`ack_frequency`]).
+pub fn transport_config(peer_on_this_machine: bool) -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     t.keep_alive_interval(Some(KEEP_ALIVE));
     // 10 s always fits in a QUIC varint of milliseconds.
     t.max_idle_timeout(quinn::IdleTimeout::try_from(IDLE_TIMEOUT).ok());
     t.max_concurrent_bidi_streams(MAX_STREAMS.into());
     t.max_concurrent_uni_streams(0u32.into());
-    // A generation streams one small packet per token; by default the peer
-    // acknowledges every second one, a packet (and a system call on each
-    // side) per two tokens. Ask for an acknowledgement every fifth packet or
-    // after the usual delay instead. Five stays well under the initial
-    // congestion window, so a long prompt never waits on a delayed ACK.
+    t.ack_frequency_config(ack_frequency(peer_on_this_machine));
+    Arc::new(t)
+}
+
+/// What the peer is asked about acknowledgements: nothing (quinn's default,
+/// every second packet) when it is on this machine, every fifth across a
+/// network.
+///
+/// A generation streams one small packet per token. Across a network every
+/// acknowledgement is a packet (and a system call on each side), so ask for
+/// one every fifth packet or after the usual delay. Five stays well under the
+/// initial congestion window, so a long prompt never waits on a delayed ACK.
+///
+/// On one machine (`superfluid serve`, a node beside its head) an
+/// acknowledgement costs no network, but one held back costs a timer: quinn
+/// asks for a delay of at most 25 ms on so short a path, and at a token every
+/// 9 ms fewer than five packets arrive in that time, so most acknowledgements
+/// went out when the timer fired, each waking the process in the middle of a
+/// decode step. At every second packet they leave on the wakeup that carries
+/// a token.
+fn ack_frequency(peer_on_this_machine: bool) -> Option<quinn::AckFrequencyConfig> {
+    if peer_on_this_machine {
+        return None;
+    }
     let mut acks = quinn::AckFrequencyConfig::default();
     acks.ack_eliciting_threshold(ACK_ELICITING_THRESHOLD.into());
-    t.ack_frequency_config(Some(acks));
-    Arc::new(t)
+    Some(acks)
 }
 
 /// The head's endpoint: listens on `addr` (port 0 picks one; see `local_addr`)
@@ -52,7 +71,8 @@ pub fn server_endpoint(
     let tls = tls::server_config(identity, authorizer)?;
     let crypto = QuicServerConfig::try_from(tls).map_err(LinkError::QuicTls)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(transport_config());
+    // Nodes reach a head that listens on loopback from this machine only.
+    config.transport_config(transport_config(addr.ip().is_loopback()));
     let socket =
         std::net::UdpSocket::bind(addr).map_err(|source| LinkError::Bind { addr, source })?;
     let mut endpoint_config = quinn::EndpointConfig::new(reset_key(identity));
@@ -109,7 +129,7 @@ pub fn client_endpoint(
     let tls = tls::client_config(identity, head)?;
     let crypto = QuicClientConfig::try_from(tls).map_err(LinkError::QuicTls)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(transport_config());
+    config.transport_config(transport_config(head_addr.ip().is_loopback()));
     let bind: SocketAddr = if head_addr.is_ipv6() {
         (Ipv6Addr::UNSPECIFIED, 0).into()
     } else {
@@ -144,4 +164,17 @@ pub fn peer_fingerprint(connection: &quinn::Connection) -> Result<Fingerprint, L
         .first()
         .and_then(Fingerprint::of_certificate)
         .ok_or(LinkError::NoPeerIdentity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ack_frequency;
+
+    #[test]
+    fn only_a_peer_across_a_network_is_asked_to_acknowledge_less_often() {
+        // Beside its head, a node's token packets are acknowledged at quinn's
+        // default cadence, on the wakeups that carry tokens, not from a timer.
+        assert!(ack_frequency(true).is_none());
+        assert!(ack_frequency(false).is_some());
+    }
 }
