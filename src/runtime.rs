@@ -9,14 +9,26 @@ use anyhow::{bail, Context, Result};
 use superfluid_head::server::RunningHead;
 use tokio::task::JoinHandle;
 
-/// Runs `work` on a multi-threaded tokio runtime of `workers` threads
-/// (tokio's default, one per core, if `None`; `TOKIO_WORKER_THREADS`
-/// overrides both).
+/// Runs `work` on a tokio runtime of `workers` threads (tokio's default,
+/// one per core, if `None`; `TOKIO_WORKER_THREADS` overrides both).
+///
+/// One worker means tokio's current-thread runtime, which runs woken tasks
+/// first come, first served. The multi-threaded runtime runs the task a
+/// task wakes next, so there each generation stream's write woke the Link F
+/// connection at once and its token left in a packet of its own; here the
+/// streams that got tokens in the same engine step all write before the
+/// connection sends them, together.
 pub fn block_on<F: Future<Output = Result<()>>>(workers: Option<usize>, work: F) -> Result<()> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let (Some(n), None) = (workers, std::env::var_os("TOKIO_WORKER_THREADS")) {
-        builder.worker_threads(n.max(1));
-    }
+    let from_env = std::env::var_os("TOKIO_WORKER_THREADS").is_some();
+    let mut builder = match workers {
+        Some(n) if n <= 1 && !from_env => tokio::runtime::Builder::new_current_thread(),
+        Some(n) if !from_env => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n);
+            builder
+        }
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
     let runtime = builder
         .enable_all()
         .build()
@@ -134,7 +146,30 @@ pub async fn hash_model(path: &Path) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::workers_beside;
+    use super::{block_on, workers_beside};
+    use tokio::runtime::{Handle, RuntimeFlavor};
+
+    fn flavor_for(workers: Option<usize>) -> RuntimeFlavor {
+        let mut seen = None;
+        block_on(workers, async {
+            seen = Some(Handle::current().runtime_flavor());
+            Ok(())
+        })
+        .expect("the runtime starts");
+        seen.expect("the work ran")
+    }
+
+    #[test]
+    fn one_worker_is_the_current_thread_runtime() {
+        let one = if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+            RuntimeFlavor::MultiThread
+        } else {
+            RuntimeFlavor::CurrentThread
+        };
+        assert_eq!(flavor_for(Some(1)), one);
+        assert_eq!(flavor_for(Some(2)), RuntimeFlavor::MultiThread);
+        assert_eq!(flavor_for(None), RuntimeFlavor::MultiThread);
+    }
 
     #[test]
     fn the_async_runtime_gets_the_cores_the_engine_leaves() {

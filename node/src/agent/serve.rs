@@ -72,6 +72,9 @@ pub(super) async fn serve_stream(
             message: "the engine stopped mid-generation".into(),
         });
         let last = !matches!(event, GenerateEvent::Tokens(_));
+        // The engine hands out one step's tokens together: let the other
+        // streams take theirs first, so that they all leave in one packet.
+        tokio::task::yield_now().await;
         if let Err(e) = write_frame(&mut send, &event).await {
             tracing::debug!(error = %e, "could not send an event; cancelling the generation");
             return;

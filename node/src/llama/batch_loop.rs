@@ -58,6 +58,8 @@ pub struct Batcher<'m> {
     queue: VecDeque<Job>,
     /// (slot, batch index) pairs whose logits are sampled after the decode.
     to_sample: Vec<(usize, i32)>,
+    /// (slot, token) picked from those logits, delivered together.
+    picked: Vec<(usize, LlamaToken)>,
     ctx_len: usize,
     /// The fewest prompt tokens a copy from another slot must save.
     min_copy_gain: usize,
@@ -96,6 +98,7 @@ impl<'m> Batcher<'m> {
             slots,
             queue: VecDeque::new(),
             to_sample: Vec::with_capacity(n_slots),
+            picked: Vec::with_capacity(n_slots),
             ctx_len: config.ctx as usize,
             min_copy_gain: slots::min_copy_gain(config.ctx as usize, config.shared_kv),
             prefill_chunk: config.prefill_chunk as usize,
@@ -291,9 +294,19 @@ impl<'m> Batcher<'m> {
                     .extend_with(index, slot.n_past, |r| tokens[r].iter().map(|t| t.0 as u32));
             }
         }
-        for i in 0..self.to_sample.len() {
-            let (index, batch_index) = self.to_sample[i];
-            self.sample(index, batch_index);
+        // Every slot's token is picked before any is sent: sent one by one
+        // between samplings, each token would wake its reader alone, and on
+        // Link F go out in a packet of its own.
+        self.picked.clear();
+        for &(index, batch_index) in &self.to_sample {
+            if let Some(running) = self.slots[index].running.as_mut() {
+                let token = running.picker.pick(&self.ctx, batch_index);
+                self.picked.push((index, token));
+            }
+        }
+        for i in 0..self.picked.len() {
+            let (index, token) = self.picked[i];
+            self.deliver(index, token);
         }
         // Sending a token woke whoever waits for it (the node's Link F task,
         // or an in-process caller). When it was woken onto this core, let it
@@ -323,12 +336,12 @@ impl<'m> Batcher<'m> {
         shared.prompt_tokens
     }
 
-    fn sample(&mut self, index: usize, batch_index: i32) {
+    /// Sends the token picked for a slot, or ends its generation.
+    fn deliver(&mut self, index: usize, token: LlamaToken) {
         let slot = &mut self.slots[index];
         let Some(running) = slot.running.as_mut() else {
             return;
         };
-        let token = running.picker.pick(&self.ctx, batch_index);
         let finish = if self.vocab.is_eog(token) {
             Some(FinishReason::Stop)
         } else {
