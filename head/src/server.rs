@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::serve::ListenerExt;
+use axum::serve::{Listener, ListenerExt};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use superfluid_link::{
     allow_any, digest::sha256_file, Authorizer, Fingerprint, Identity, LinkError,
@@ -179,14 +179,7 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         fleet: fleet.clone(),
         link_addrs: link_addrs.clone(),
     }));
-    // Tokens go out as small writes a few milliseconds apart: without
-    // TCP_NODELAY, Nagle's algorithm holds each one until the client
-    // acknowledges the last, which it may delay by 40 ms.
-    let http = http.tap_io(|stream| {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "could not set TCP_NODELAY on a client connection");
-        }
-    });
+    let http = without_nagle(http);
     let (http_stop, mut stopping) = watch::channel(false);
     let stopped = async move {
         // Without a sender the server runs until the process ends.
@@ -206,6 +199,20 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         http,
         http_stop,
         link,
+    })
+}
+
+/// `listener`, with TCP_NODELAY on every connection it accepts. Tokens go
+/// out as small writes a few milliseconds apart: without it, Nagle's
+/// algorithm holds each one until the client acknowledges the last, which
+/// it may delay by 40 ms.
+fn without_nagle(
+    listener: tokio::net::TcpListener,
+) -> impl Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY on a client connection");
+        }
     })
 }
 
@@ -264,4 +271,25 @@ pub fn reachable_addrs(bound: SocketAddr) -> Vec<SocketAddr> {
         ));
     }
     addrs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn http_connections_send_small_writes_at_once() {
+        let bound = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding loopback");
+        let addr = bound.local_addr().expect("a bound address");
+        let mut listener = without_nagle(bound);
+        let client = tokio::net::TcpStream::connect(addr);
+        let ((accepted, _), client) = tokio::join!(listener.accept(), client);
+        let _client = client.expect("connecting");
+        assert!(
+            accepted.nodelay().expect("reading TCP_NODELAY"),
+            "the head's side of an HTTP connection must have TCP_NODELAY set"
+        );
+    }
 }
