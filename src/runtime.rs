@@ -19,15 +19,15 @@ use tokio::task::JoinHandle;
 /// streams that got tokens in the same engine step all write before the
 /// connection sends them, together.
 pub fn block_on<F: Future<Output = Result<()>>>(workers: Option<usize>, work: F) -> Result<()> {
-    let from_env = std::env::var_os("TOKIO_WORKER_THREADS").is_some();
+    let workers = workers.filter(|_| std::env::var_os("TOKIO_WORKER_THREADS").is_none());
     let mut builder = match workers {
-        Some(n) if n <= 1 && !from_env => tokio::runtime::Builder::new_current_thread(),
-        Some(n) if !from_env => {
+        Some(n) if n <= 1 => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
             let mut builder = tokio::runtime::Builder::new_multi_thread();
             builder.worker_threads(n);
             builder
         }
-        _ => tokio::runtime::Builder::new_multi_thread(),
+        None => tokio::runtime::Builder::new_multi_thread(),
     };
     let runtime = builder
         .enable_all()
