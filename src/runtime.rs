@@ -137,10 +137,8 @@ pub async fn shutdown_signal() {
 
 /// The sha256 (hex) of a model file, which head and node compare.
 pub async fn hash_model(path: &Path) -> Result<String> {
-    let owned = path.to_owned();
-    tokio::task::spawn_blocking(move || superfluid_link::digest::sha256_file(&owned))
+    superfluid_link::digest::sha256_file_async(path)
         .await
-        .context("hashing the model file")?
         .with_context(|| format!("reading {} to hash it", path.display()))
 }
 

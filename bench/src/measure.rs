@@ -6,11 +6,28 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use llama_cpp_2::model::LlamaModel;
+use serde::Serialize;
 use superfluid_node::Engine;
 
-use crate::report::Contender;
-use crate::stats::{prefill_rate, summarise, RequestTiming};
+use crate::stats::{prefill_rate, summarise, RequestTiming, Summary};
 use crate::{http, inprocess, workload, ServeArgs};
+
+/// One contender's numbers.
+#[derive(Debug, Serialize)]
+pub struct Contender {
+    pub name: String,
+    pub streams: Vec<Summary>,
+    pub prefill_tokens_per_s: f64,
+    /// Each long prompt's prefill tokens/s, in the order sent.
+    #[serde(skip)]
+    pub prefill_each: Vec<f64>,
+    /// Decode tokens/s of each round alone, at 1 and at 4 streams: how far
+    /// the machine moved during the run.
+    pub decode_by_round: Vec<[f64; 2]>,
+    /// Each batch of 4's aggregate decode tokens/s, in the order sent.
+    #[serde(skip)]
+    pub decode_c4_each: Vec<f64>,
+}
 
 /// Where a contender's requests go.
 pub enum Target<'a> {

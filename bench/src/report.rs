@@ -10,26 +10,9 @@ use serde::Serialize;
 use superfluid_node::llama::{LlamaConfig, LlamaEngine};
 use superfluid_node::Engine;
 
-use crate::measure::{interleaved, Bench, Target};
+use crate::measure::{interleaved, Bench, Contender, Target};
 use crate::stats::{paired_median_difference, Spread, Summary};
 use crate::{http, ServeArgs};
-
-/// One contender's numbers.
-#[derive(Debug, Serialize)]
-pub struct Contender {
-    pub name: String,
-    pub streams: Vec<Summary>,
-    pub prefill_tokens_per_s: f64,
-    /// Each long prompt's prefill tokens/s, in the order sent.
-    #[serde(skip)]
-    pub prefill_each: Vec<f64>,
-    /// Decode tokens/s of each round alone, at 1 and at 4 streams: how far
-    /// the machine moved during the run.
-    pub decode_by_round: Vec<[f64; 2]>,
-    /// Each batch of 4's aggregate decode tokens/s, in the order sent.
-    #[serde(skip)]
-    pub decode_c4_each: Vec<f64>,
-}
 
 /// How one contender compares with another.
 #[derive(Debug, Serialize)]

@@ -18,3 +18,15 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     }
     Ok(hex::encode(hasher.finalize()))
 }
+
+/// [`sha256_file`] on tokio's blocking threads, so that hashing a
+/// multi-gigabyte model does not hold up the async workers.
+///
+/// # Errors
+/// The I/O error reading the file, or one saying the hashing task died.
+pub async fn sha256_file_async(path: &Path) -> std::io::Result<String> {
+    let owned = path.to_owned();
+    tokio::task::spawn_blocking(move || sha256_file(&owned))
+        .await
+        .map_err(std::io::Error::other)?
+}

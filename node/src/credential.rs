@@ -8,10 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 use std::{
-    io::Write,
     net::SocketAddr,
     path::{Path, PathBuf},
 };
+use superfluid_link::private_file::write_private_atomic;
 use superfluid_link::{Fingerprint, Identity, LinkError};
 use superfluid_proto::JoinClaims;
 
@@ -137,10 +137,9 @@ impl Credential {
         })
     }
 
-    /// Writes `dir/node.json` atomically (temporary file, fsync, rename), mode 0600.
+    /// Writes `dir/node.json` atomically, readable only by this user.
     pub fn save(&self, dir: &Path) -> Result<(), CredentialError> {
         let path = dir.join(CREDENTIAL_FILE);
-        let tmp = dir.join(format!(".{CREDENTIAL_FILE}.tmp"));
         let io = |source| CredentialError::Io {
             path: path.clone(),
             source,
@@ -156,18 +155,7 @@ impl Credential {
             path: path.clone(),
             reason: e.to_string(),
         })?;
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-        let mut file = opts.open(&tmp).map_err(io)?;
-        file.write_all(&bytes).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        drop(file);
-        std::fs::rename(&tmp, &path).map_err(io)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
+        write_private_atomic(dir, CREDENTIAL_FILE, &bytes).map_err(io)?;
         Ok(())
     }
 }

@@ -4,7 +4,7 @@
 //! for each policy.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -287,7 +287,9 @@ async fn measure(
 /// Runs the workload on a fresh fleet for each policy.
 pub async fn run(backend: &Arc<LlamaBackend>, setup: &Setup) -> Result<RealReport> {
     let codec = ModelCodec::load(backend, &setup.model).context("loading the tokenizer")?;
-    let sha256 = hash(&setup.model).await?;
+    let sha256 = superfluid_link::digest::sha256_file_async(&setup.model)
+        .await
+        .with_context(|| format!("reading {} to hash it", setup.model.display()))?;
     let mut rng = Rng::derive(setup.seed, 3);
     let systems: Vec<String> = setup
         .system_words
@@ -323,14 +325,6 @@ pub async fn run(backend: &Arc<LlamaBackend>, setup: &Setup) -> Result<RealRepor
         first_message_notes_words: setup.notes_words,
         policies,
     })
-}
-
-async fn hash(path: &Path) -> Result<String> {
-    let owned = path.to_owned();
-    tokio::task::spawn_blocking(move || superfluid_link::digest::sha256_file(&owned))
-        .await
-        .context("hashing the model file")?
-        .with_context(|| format!("reading {} to hash it", path.display()))
 }
 
 #[cfg(test)]

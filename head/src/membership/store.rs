@@ -7,7 +7,8 @@
 
 use super::MembershipError;
 use serde::{Deserialize, Serialize};
-use std::{collections::BTreeMap, io::Write, path::Path};
+use std::{collections::BTreeMap, path::Path};
+use superfluid_link::private_file::write_private_atomic;
 
 /// The file holding [`State`].
 pub(super) const STATE_FILE: &str = "members.json";
@@ -74,27 +75,12 @@ impl State {
     }
 }
 
-/// Writes `name` in `dir` with mode 0600: temporary file, fsync, rename, fsync the dir.
+/// Writes `name` in `dir`, readable only by this user, atomically.
 pub(super) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), MembershipError> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let io = |source| MembershipError::Io {
-        path: path.clone(),
+    write_private_atomic(dir, name, bytes).map_err(|source| MembershipError::Io {
+        path: dir.join(name),
         source,
-    };
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    let mut file = opts.open(&tmp).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    drop(file);
-    std::fs::rename(&tmp, &path).map_err(io)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    })
 }
 
 /// Reads a small text file, trimmed; `None` if it does not exist.
