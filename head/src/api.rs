@@ -21,6 +21,8 @@ mod flow_tests;
 #[cfg(test)]
 mod node_tests;
 #[cfg(test)]
+mod shape_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::ApiError;
