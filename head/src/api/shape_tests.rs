@@ -1,10 +1,18 @@
 //! The exact JSON a client gets: every field, which are null and which are
-//! absent, for each kind of answer and stream chunk. Only `created` (the
-//! clock) is set to 0 before comparing.
+//! absent, for each kind of answer and stream chunk, and that each reads
+//! back into its [`wire`](super::wire) type and writes the same JSON again.
+//! Only `created` (the clock) is set to 0 before comparing.
 
 use super::flow_tests::{finished, generation, json_body, sse_data, started};
 use super::respond::{self, Envelope, Flavor};
-use super::tests::MODEL;
+use super::tests::{send, MODEL};
+use super::wire::chat::{ChatCompletion, ChatCompletionChunk};
+use super::wire::completion::{TextCompletion, TextCompletionChunk};
+use super::wire::models::ModelList;
+use axum::body::Body;
+use axum::http::Request;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Value};
 use superfluid_proto::{FinishReason, GenerateEvent};
 
@@ -14,6 +22,15 @@ fn at_zero(mut value: Value) -> Value {
         *created = json!(0);
     }
     value
+}
+
+/// Fails unless `value` reads into a `T` that writes `value` again.
+fn reads_back<T: Serialize + DeserializeOwned>(value: &Value) {
+    let typed: T = match serde_json::from_value(value.clone()) {
+        Ok(t) => t,
+        Err(e) => panic!("{value} is not a {}: {e}", std::any::type_name::<T>()),
+    };
+    assert_eq!(serde_json::to_value(typed).ok().as_ref(), Some(value));
 }
 
 /// The stream's `data:` payloads: JSON objects with `created` zeroed, and
@@ -52,8 +69,10 @@ fn usage() -> Value {
 
 #[tokio::test]
 async fn chat_completion_has_exactly_the_openai_fields() {
+    let body = complete(Flavor::Chat, "s1", FinishReason::Stop).await;
+    reads_back::<ChatCompletion>(&body);
     assert_eq!(
-        complete(Flavor::Chat, "s1", FinishReason::Stop).await,
+        body,
         json!({
             "id": "chatcmpl-s1",
             "object": "chat.completion",
@@ -72,8 +91,10 @@ async fn chat_completion_has_exactly_the_openai_fields() {
 
 #[tokio::test]
 async fn text_completion_has_exactly_the_openai_fields() {
+    let body = complete(Flavor::Text, "s2", FinishReason::Length).await;
+    reads_back::<TextCompletion>(&body);
     assert_eq!(
-        complete(Flavor::Text, "s2", FinishReason::Length).await,
+        body,
         json!({
             "id": "cmpl-s2",
             "object": "text_completion",
@@ -105,8 +126,12 @@ async fn chat_stream_chunks_have_exactly_the_openai_fields() {
         "usage": usage(),
     });
     let end = finished(FinishReason::Stop, 1);
+    let data = stream(Flavor::Chat, "s3", end, true).await;
+    data.iter()
+        .filter(|d| d.is_object())
+        .for_each(reads_back::<ChatCompletionChunk>);
     assert_eq!(
-        stream(Flavor::Chat, "s3", end, true).await,
+        data,
         vec![
             chunk(json!({"role": "assistant", "content": ""}), Value::Null),
             chunk(json!({"content": "Hi"}), Value::Null),
@@ -129,11 +154,23 @@ async fn text_stream_chunks_have_exactly_the_openai_fields() {
         })
     };
     let end = finished(FinishReason::Length, 1);
+    let data = stream(Flavor::Text, "s4", end, true).await;
+    data.iter()
+        .filter(|d| d.is_object())
+        .for_each(reads_back::<TextCompletionChunk>);
     assert_eq!(
-        stream(Flavor::Text, "s4", end, false).await,
+        data,
         vec![
             chunk("Hi", Value::Null),
             chunk("", json!("length")),
+            json!({
+                "id": "cmpl-s4",
+                "object": "text_completion",
+                "created": 0,
+                "model": MODEL,
+                "choices": [],
+                "usage": usage(),
+            }),
             json!("[DONE]"),
         ]
     );
@@ -160,5 +197,29 @@ async fn stream_error_event_is_the_openai_error_body() {
                 json!("[DONE]"),
             ][..]
         )
+    );
+}
+
+#[tokio::test]
+async fn model_list_has_exactly_the_openai_fields() {
+    let (_, body) = send(
+        Request::get("/v1/models")
+            .body(Body::empty())
+            .unwrap_or_default(),
+    )
+    .await;
+    let mut body = body;
+    if let Some(Value::Array(cards)) = body.get_mut("data") {
+        cards
+            .iter_mut()
+            .for_each(|card| *card = at_zero(card.take()));
+    }
+    reads_back::<ModelList>(&body);
+    assert_eq!(
+        body,
+        json!({
+            "object": "list",
+            "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "superfluid"}],
+        })
     );
 }
