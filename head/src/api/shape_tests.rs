@@ -8,6 +8,7 @@ use super::respond::{self, Envelope, Flavor};
 use super::tests::{send, MODEL};
 use super::wire::chat::{ChatCompletion, ChatCompletionChunk};
 use super::wire::completion::{TextCompletion, TextCompletionChunk};
+use super::wire::error::ErrorBody;
 use super::wire::models::ModelList;
 use axum::body::Body;
 use axum::http::Request;
@@ -182,6 +183,10 @@ async fn stream_error_event_is_the_openai_error_body() {
         message: "node crashed".into(),
     });
     let data = stream(Flavor::Chat, "s5", failed, false).await;
+    let error = data
+        .get(data.len().saturating_sub(2))
+        .unwrap_or(&Value::Null);
+    reads_back::<ErrorBody>(error);
     assert_eq!(
         data.get(data.len().saturating_sub(2)..),
         Some(

@@ -7,10 +7,13 @@
 //!
 //! - [`chat`]: `/v1/chat/completions` answers and chunks.
 //! - [`completion`]: `/v1/completions` answers and chunks.
+//! - [`error`]: the error object, of an error answer or a stream's error
+//!   event.
 //! - [`models`]: the `/v1/models` list.
 
 pub mod chat;
 pub mod completion;
+pub mod error;
 pub mod models;
 
 #[cfg(test)]
