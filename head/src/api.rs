@@ -4,6 +4,8 @@
 //! - [`extract`]: the JSON extractor whose rejections are OpenAI errors.
 //! - [`error`]: [`ApiError`], the one place errors become HTTP responses.
 //! - [`generate`]: context check, dispatch to the fleet, tokens to text.
+//! - [`output`]: [`output::Step`], what a generation hands to the answer.
+//! - [`wire`]: the response bodies and stream chunks as serde types.
 //! - [`respond`]: JSON and server-sent-event answers.
 //! - [`handlers`]: the routes.
 
@@ -12,14 +14,18 @@ pub mod error;
 pub mod extract;
 pub mod generate;
 pub mod handlers;
+pub mod output;
 pub mod respond;
 pub mod types;
 pub mod unsupported;
+pub mod wire;
 
 #[cfg(test)]
 mod flow_tests;
 #[cfg(test)]
 mod node_tests;
+#[cfg(test)]
+mod shape_tests;
 #[cfg(test)]
 mod tests;
 

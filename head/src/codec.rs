@@ -18,6 +18,8 @@ pub mod stop;
 pub mod template;
 
 #[cfg(test)]
+mod split_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 pub use catalog::Catalog;

@@ -41,7 +41,7 @@ impl EventSource for Script {
 }
 
 /// The response of a stream that started.
-fn started(response: Result<Response, super::ApiError>) -> Response {
+pub(super) fn started(response: Result<Response, super::ApiError>) -> Response {
     match response {
         Ok(response) => response,
         Err(e) => panic!("the stream did not start: {e}"),
@@ -60,7 +60,7 @@ fn assert_bad_gateway(response: Result<Response, super::ApiError>, needle: &str)
 }
 
 /// One token per event for `text`, then `end` if given.
-fn generation(
+pub(super) fn generation(
     text: &str,
     end: Option<GenerateEvent>,
     stop: &[&str],
@@ -88,7 +88,7 @@ fn generation(
     (generation, dropped)
 }
 
-fn finished(finish: FinishReason, generated: u32) -> Option<GenerateEvent> {
+pub(super) fn finished(finish: FinishReason, generated: u32) -> Option<GenerateEvent> {
     Some(GenerateEvent::Finished(Outcome {
         finish,
         prompt_tokens: 7,
@@ -97,7 +97,7 @@ fn finished(finish: FinishReason, generated: u32) -> Option<GenerateEvent> {
     }))
 }
 
-async fn json_body(response: Response) -> Value {
+pub(super) async fn json_body(response: Response) -> Value {
     assert_eq!(
         response.headers().get(NODE_HEADER).map(|v| v.as_bytes()),
         Some(&b"node-a"[..])
@@ -110,7 +110,7 @@ async fn json_body(response: Response) -> Value {
 }
 
 /// The `data:` payloads of an SSE body.
-async fn sse_data(response: Response) -> Vec<String> {
+pub(super) async fn sse_data(response: Response) -> Vec<String> {
     assert_eq!(
         response.headers().get(NODE_HEADER).map(|v| v.as_bytes()),
         Some(&b"node-a"[..])

@@ -2,6 +2,7 @@
 //! context, dispatches it to the fleet, and turns the node's tokens into
 //! text with stop strings applied.
 
+use super::output::{FinishReason, Step};
 use super::types::Params;
 use super::{ApiError, AppState};
 use crate::codec::{Detokenizer, ModelCodec, StopMatcher};
@@ -9,7 +10,7 @@ use crate::fleet::{Fleet, FleetError, RemoteGeneration};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
-use superfluid_proto::{FinishReason, GenerateEvent, GenerateRequest, TokenId};
+use superfluid_proto::{GenerateEvent, GenerateRequest, TokenId};
 use tracing::Span;
 
 /// The prompt must leave room for at least one generated token.
@@ -44,15 +45,6 @@ pub struct Usage {
     pub completion_tokens: u32,
 }
 
-/// What the next step of a generation produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    /// Text for the client.
-    Text(String),
-    /// The generation ended; `"stop"` or `"length"`.
-    Done(&'static str),
-}
-
 /// How many times a generation is sent to another node when its node is
 /// lost before the first token.
 const MAX_RETRIES: usize = 2;
@@ -82,7 +74,7 @@ pub struct Generation {
     detok: Detokenizer,
     stop: StopMatcher,
     usage: Usage,
-    finish: &'static str,
+    finish: FinishReason,
     started: Instant,
     seen_first_token: bool,
     span: Span,
@@ -160,7 +152,7 @@ impl Generation {
                 prompt_tokens,
                 ..Usage::default()
             },
-            finish: "stop",
+            finish: FinishReason::Stop,
             started: Instant::now(),
             seen_first_token: false,
             span,
@@ -200,7 +192,7 @@ impl Generation {
                     if out.stopped {
                         // Dropping the remote generation cancels it on the node.
                         self.remote = None;
-                        self.finish = "stop";
+                        self.finish = FinishReason::Stop;
                         self.log_end();
                     }
                     if !out.text.is_empty() {
@@ -209,10 +201,7 @@ impl Generation {
                 }
                 Some(GenerateEvent::Finished(outcome)) => {
                     self.remote = None;
-                    self.finish = match outcome.finish {
-                        FinishReason::Length => "length",
-                        FinishReason::Stop | FinishReason::Cancelled => "stop",
-                    };
+                    self.finish = outcome.finish.into();
                     self.usage.prompt_tokens = outcome.prompt_tokens;
                     self.usage.cached_tokens = outcome.cached_tokens;
                     self.usage.completion_tokens = outcome.generated_tokens;
@@ -288,7 +277,7 @@ impl Generation {
         let usage = self.usage;
         self.span.in_scope(|| {
             tracing::info!(
-                finish = self.finish,
+                finish = ?self.finish,
                 completion_tokens = usage.completion_tokens,
                 elapsed_ms = self.started.elapsed().as_millis() as u64,
                 "generation done"

@@ -5,6 +5,8 @@ use super::extract::ApiJson;
 use super::generate::Generation;
 use super::respond::{self, Envelope, Flavor};
 use super::types::CompletionRequest;
+use super::wire::models::{ModelCard, ModelList};
+use super::wire::Object;
 use super::{ApiError, AppState};
 use crate::codec::ModelCodec;
 use axum::extract::State;
@@ -62,20 +64,26 @@ pub async fn completions(
 }
 
 /// `GET /v1/models`.
-pub async fn models(State(state): State<AppState>) -> Json<Value> {
+pub async fn models(State(state): State<AppState>) -> Json<ModelList> {
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let data: Vec<Value> = state
+    let data = state
         .catalog
         .ids()
         .into_iter()
-        .map(
-            |id| json!({"id": id, "object": "model", "created": created, "owned_by": "superfluid"}),
-        )
+        .map(|id| ModelCard {
+            id,
+            object: Object::Model,
+            created,
+            owned_by: "superfluid".to_owned(),
+        })
         .collect();
-    Json(json!({"object": "list", "data": data}))
+    Json(ModelList {
+        object: Object::List,
+        data,
+    })
 }
 
 /// `GET /health`.

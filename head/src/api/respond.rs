@@ -1,14 +1,20 @@
 //! Answers a running [`Generation`] as one JSON object or as server-sent
 //! events, in the shape of either chat or text completions.
 
-use super::generate::{Generation, Step, Usage};
+use super::generate::{Generation, Usage};
+use super::output::{FinishReason, Step};
+use super::wire::chat::{
+    AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, Delta, Role,
+};
+use super::wire::completion::{TextChoice, TextChunkChoice, TextCompletion, TextCompletionChunk};
+use super::wire::{self, NoLogprobs, Object};
 use super::ApiError;
 use axum::http::HeaderValue;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, Stream};
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -53,71 +59,110 @@ impl Envelope {
         }
     }
 
-    fn object(&self, streaming: bool) -> &'static str {
-        match (self.flavor, streaming) {
-            (Flavor::Chat, false) => "chat.completion",
-            (Flavor::Chat, true) => "chat.completion.chunk",
-            (Flavor::Text, _) => "text_completion",
+    /// The whole, non-streamed answer.
+    fn complete(&self, text: String, finish: FinishReason, usage: Usage) -> Response {
+        let usage = usage.into();
+        match self.flavor {
+            Flavor::Chat => Json(ChatCompletion {
+                id: self.id.clone(),
+                object: Object::ChatCompletion,
+                created: self.created,
+                model: self.model.clone(),
+                choices: vec![ChatChoice {
+                    index: 0,
+                    message: AssistantMessage {
+                        role: Role::Assistant,
+                        content: text,
+                    },
+                    logprobs: NoLogprobs,
+                    finish_reason: finish,
+                }],
+                usage,
+            })
+            .into_response(),
+            Flavor::Text => Json(TextCompletion {
+                id: self.id.clone(),
+                object: Object::TextCompletion,
+                created: self.created,
+                model: self.model.clone(),
+                choices: vec![TextChoice {
+                    index: 0,
+                    text,
+                    logprobs: NoLogprobs,
+                    finish_reason: finish,
+                }],
+                usage,
+            })
+            .into_response(),
         }
-    }
-
-    fn wrap(&self, streaming: bool, choices: Value) -> Value {
-        json!({
-            "id": self.id,
-            "object": self.object(streaming),
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-        })
     }
 
     /// A streamed chunk with text (and the assistant role on the first
     /// chat chunk) or with a finish reason.
-    fn chunk(&self, text: Option<&str>, role: bool, finish: Option<&str>) -> Value {
-        let choice = match self.flavor {
-            Flavor::Chat => {
-                let mut delta = serde_json::Map::new();
-                if role {
-                    delta.insert("role".into(), "assistant".into());
-                }
-                if let Some(text) = text {
-                    delta.insert("content".into(), text.into());
-                }
-                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
-            }
-            Flavor::Text => {
-                json!({"index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish})
-            }
-        };
-        self.wrap(true, json!([choice]))
+    fn chunk(&self, text: Option<String>, role: bool, finish: Option<FinishReason>) -> Event {
+        match self.flavor {
+            Flavor::Chat => data(&self.chat_chunk(
+                vec![ChatChunkChoice {
+                    index: 0,
+                    delta: Delta {
+                        role: role.then_some(Role::Assistant),
+                        content: text,
+                    },
+                    logprobs: NoLogprobs,
+                    finish_reason: finish,
+                }],
+                None,
+            )),
+            Flavor::Text => data(&self.text_chunk(
+                vec![TextChunkChoice {
+                    index: 0,
+                    text: text.unwrap_or_default(),
+                    logprobs: NoLogprobs,
+                    finish_reason: finish,
+                }],
+                None,
+            )),
+        }
     }
 
-    /// The whole, non-streamed answer.
-    fn complete(&self, text: &str, finish: &str, usage: Usage) -> Value {
-        let choice = match self.flavor {
-            Flavor::Chat => json!({
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": null,
-                "finish_reason": finish,
-            }),
-            Flavor::Text => {
-                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
-            }
-        };
-        let mut body = self.wrap(false, json!([choice]));
-        body["usage"] = usage_json(usage);
-        body
+    /// The chunk after the finish reason that carries only the usage.
+    fn usage_chunk(&self, usage: Usage) -> Event {
+        let usage = Some(usage.into());
+        match self.flavor {
+            Flavor::Chat => data(&self.chat_chunk(Vec::new(), usage)),
+            Flavor::Text => data(&self.text_chunk(Vec::new(), usage)),
+        }
     }
-}
 
-fn usage_json(usage: Usage) -> Value {
-    json!({
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.prompt_tokens.saturating_add(usage.completion_tokens),
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-    })
+    fn chat_chunk(
+        &self,
+        choices: Vec<ChatChunkChoice>,
+        usage: Option<wire::Usage>,
+    ) -> ChatCompletionChunk {
+        ChatCompletionChunk {
+            id: self.id.clone(),
+            object: Object::ChatCompletionChunk,
+            created: self.created,
+            model: self.model.clone(),
+            choices,
+            usage,
+        }
+    }
+
+    fn text_chunk(
+        &self,
+        choices: Vec<TextChunkChoice>,
+        usage: Option<wire::Usage>,
+    ) -> TextCompletionChunk {
+        TextCompletionChunk {
+            id: self.id.clone(),
+            object: Object::TextCompletion,
+            created: self.created,
+            model: self.model.clone(),
+            choices,
+            usage,
+        }
+    }
 }
 
 fn unix_now() -> u64 {
@@ -141,14 +186,15 @@ pub async fn complete(
     envelope: Envelope,
 ) -> Result<Response, ApiError> {
     let mut text = String::new();
+    // The JSON renderer: every kind of output is rendered or refused here.
     let finish = loop {
         match generation.next().await? {
             Step::Text(piece) => text.push_str(&piece),
             Step::Done(finish) => break finish,
         }
     };
-    let body = envelope.complete(&text, finish, generation.usage());
-    Ok(with_node(&generation.node, Json(body)))
+    let body = envelope.complete(text, finish, generation.usage());
+    Ok(with_node(&generation.node, body))
 }
 
 /// Answers with server-sent events as the node generates. If the client
@@ -173,8 +219,8 @@ pub async fn stream(
         done: false,
     };
     if state.envelope.flavor == Flavor::Chat {
-        let role = state.envelope.chunk(Some(""), true, None);
-        state.pending.push_back(data(&role));
+        let role = state.envelope.chunk(Some(String::new()), true, None);
+        state.pending.push_back(role);
     }
     state.push(Ok(first));
     let sse =
@@ -191,27 +237,28 @@ struct StreamState {
 }
 
 impl StreamState {
-    /// Queues the events for one step of the generation.
+    /// Queues the events for one step of the generation: the SSE renderer,
+    /// where every kind of output is rendered or refused.
     fn push(&mut self, step: Result<Step, ApiError>) {
         match step {
             Ok(Step::Text(text)) => {
-                let chunk = self.envelope.chunk(Some(&text), false, None);
-                self.pending.push_back(data(&chunk));
+                let chunk = self.envelope.chunk(Some(text), false, None);
+                self.pending.push_back(chunk);
             }
             Ok(Step::Done(finish)) => {
                 let last = self.envelope.chunk(None, false, Some(finish));
-                self.pending.push_back(data(&last));
+                self.pending.push_back(last);
                 if self.include_usage {
-                    let mut usage = self.envelope.wrap(true, json!([]));
-                    usage["usage"] = usage_json(self.generation.usage());
-                    self.pending.push_back(data(&usage));
+                    let usage = self.envelope.usage_chunk(self.generation.usage());
+                    self.pending.push_back(usage);
                 }
                 self.pending.push_back(Event::default().data("[DONE]"));
                 self.done = true;
             }
             Err(err) => {
                 tracing::warn!(error = %err, "generation failed mid-stream");
-                self.pending.push_back(data(&err.body()));
+                self.pending
+                    .push_back(Event::default().data(err.body().to_string()));
                 self.pending.push_back(Event::default().data("[DONE]"));
                 self.done = true;
             }
@@ -219,8 +266,21 @@ impl StreamState {
     }
 }
 
-fn data(value: &Value) -> Event {
-    Event::default().data(value.to_string())
+/// `value` as one `data:` event.
+fn data(value: &impl Serialize) -> Event {
+    match serde_json::to_string(value) {
+        Ok(json) => Event::default().data(json),
+        // The wire types have string keys and no custom serializers, so
+        // this does not happen; if it did, the client gets an error event.
+        Err(e) => {
+            let err = ApiError::Generation {
+                message: format!(
+                    "the head could not encode a stream chunk ({e}); retry the request"
+                ),
+            };
+            Event::default().data(err.body().to_string())
+        }
+    }
 }
 
 fn events(state: StreamState) -> impl Stream<Item = Result<Event, Infallible>> + Send {

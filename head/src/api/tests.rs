@@ -31,7 +31,7 @@ fn app() -> Router {
     })
 }
 
-async fn send(request: Request<Body>) -> (StatusCode, Value) {
+pub(super) async fn send(request: Request<Body>) -> (StatusCode, Value) {
     let response = match app().oneshot(request).await {
         Ok(r) => r,
         Err(never) => match never {},

@@ -1,5 +1,6 @@
 //! The OpenAI request body and its validation into what the fleet needs.
 
+use super::unsupported::Features;
 use super::ApiError;
 use crate::codec::ChatMessage;
 use serde::Deserialize;
@@ -108,7 +109,7 @@ impl CompletionRequest {
 
     /// Checks every generation parameter; the error names the first bad one.
     pub fn params(&self) -> Result<Params, ApiError> {
-        super::unsupported::check(self)?;
+        self.features().check()?;
         if let Some(n) = self.n {
             if n != 1 {
                 return Err(ApiError::param(
@@ -163,6 +164,19 @@ impl CompletionRequest {
                 .and_then(|o| o.include_usage)
                 .unwrap_or(false),
         })
+    }
+
+    /// The fields that ask for optional features, for
+    /// [`Features::check`].
+    fn features(&self) -> Features<'_> {
+        Features {
+            tools: self.tools.as_ref(),
+            tool_choice: self.tool_choice.as_ref(),
+            logprobs: self.logprobs.as_ref(),
+            top_logprobs: self.top_logprobs.as_ref(),
+            logit_bias: self.logit_bias.as_ref(),
+            response_format: self.response_format.as_ref(),
+        }
     }
 
     /// The chat messages for the template; errors name the message at fault.

@@ -6,44 +6,64 @@
 //! instead. Their "off" values (`false`, `0`, an empty list, `{"type":
 //! "text"}`) are accepted, since many clients always send them.
 
-use super::types::CompletionRequest;
 use super::ApiError;
 use serde_json::Value;
 
-/// The first field of `request` that asks for something not supported.
-pub fn check(request: &CompletionRequest) -> Result<(), ApiError> {
-    let tools_off = request.tool_choice.as_ref().and_then(Value::as_str) == Some("none");
-    if asks(request.tools.as_ref()) && !tools_off {
-        return Err(ApiError::param(
-            "tools",
-            "`tools` is not supported: this server does not call functions; send the request without `tools`",
-        ));
-    }
-    for (field, value) in [
-        ("logprobs", &request.logprobs),
-        ("top_logprobs", &request.top_logprobs),
-        ("logit_bias", &request.logit_bias),
-    ] {
-        if asks(value.as_ref()) {
+/// The fields of a request body that ask for optional features, as the
+/// client sent them (`None` when absent). The request type lends them here,
+/// so these checks do not depend on how the request is read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Features<'a> {
+    /// `tools`.
+    pub tools: Option<&'a Value>,
+    /// `tool_choice`.
+    pub tool_choice: Option<&'a Value>,
+    /// `logprobs`.
+    pub logprobs: Option<&'a Value>,
+    /// `top_logprobs`.
+    pub top_logprobs: Option<&'a Value>,
+    /// `logit_bias`.
+    pub logit_bias: Option<&'a Value>,
+    /// `response_format`.
+    pub response_format: Option<&'a Value>,
+}
+
+impl Features<'_> {
+    /// The first field that asks for something not supported.
+    pub fn check(&self) -> Result<(), ApiError> {
+        let tools_off = self.tool_choice.and_then(Value::as_str) == Some("none");
+        if asks(self.tools) && !tools_off {
             return Err(ApiError::param(
-                field,
-                format!("`{field}` is not supported yet; send the request without it"),
+                "tools",
+                "`tools` is not supported: this server does not call functions; send the request without `tools`",
             ));
         }
-    }
-    if let Some(format) = request.response_format.as_ref() {
-        let kind = format.get("type").and_then(Value::as_str);
-        if !format.is_null() && kind != Some("text") {
-            let named = kind.map_or_else(String::new, |k| format!(" of type {k:?}"));
-            return Err(ApiError::param(
-                "response_format",
-                format!(
-                    "`response_format`{named} is not supported; only {{\"type\": \"text\"}} is. Ask for the format in the prompt instead"
-                ),
-            ));
+        for (field, value) in [
+            ("logprobs", self.logprobs),
+            ("top_logprobs", self.top_logprobs),
+            ("logit_bias", self.logit_bias),
+        ] {
+            if asks(value) {
+                return Err(ApiError::param(
+                    field,
+                    format!("`{field}` is not supported yet; send the request without it"),
+                ));
+            }
         }
+        if let Some(format) = self.response_format {
+            let kind = format.get("type").and_then(Value::as_str);
+            if !format.is_null() && kind != Some("text") {
+                let named = kind.map_or_else(String::new, |k| format!(" of type {k:?}"));
+                return Err(ApiError::param(
+                    "response_format",
+                    format!(
+                        "`response_format`{named} is not supported; only {{\"type\": \"text\"}} is. Ask for the format in the prompt instead"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Whether a field's value asks for its feature: anything but null, false,
@@ -63,12 +83,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn request(body: Value) -> CompletionRequest {
-        serde_json::from_value(body).expect("a request body")
+    /// The features a body asks for, as a request would lend them.
+    fn features(body: &Value) -> Features<'_> {
+        Features {
+            tools: body.get("tools"),
+            tool_choice: body.get("tool_choice"),
+            logprobs: body.get("logprobs"),
+            top_logprobs: body.get("top_logprobs"),
+            logit_bias: body.get("logit_bias"),
+            response_format: body.get("response_format"),
+        }
     }
 
     fn refused(body: Value) -> Option<(String, String)> {
-        match check(&request(body)) {
+        match features(&body).check() {
             Ok(()) => None,
             Err(ApiError::InvalidParam { param, message }) => Some((param, message)),
             Err(other) => panic!("unexpected error {other:?}"),

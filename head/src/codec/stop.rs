@@ -68,12 +68,19 @@ impl StopMatcher {
         self.stopped
     }
 
-    /// The byte offset of the earliest stop string in the held text.
+    /// The byte offset of the stop string in the held text that is
+    /// complete first (of two complete at the same place, the longer).
+    ///
+    /// Ordering by where a match ends, not where it begins, makes the cut
+    /// the same however the text was split: a stop string inside a longer
+    /// one is caught as soon as it is complete, before the longer one could
+    /// be, whether the rest arrives in the same piece or a later one.
     fn first_match(&self) -> Option<usize> {
         self.stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
+            .filter_map(|s| self.held.find(s.as_str()).map(|at| (at + s.len(), at)))
             .min()
+            .map(|(_, at)| at)
     }
 
     /// The length of the longest end of the held text that is the start of
