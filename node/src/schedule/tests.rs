@@ -176,12 +176,20 @@ fn requests_wait_for_a_slot_and_are_admitted_in_arrival_order() {
 #[test]
 fn a_step_feeds_tokens_in_slot_order_and_samples_the_last_of_each() {
     let (mut s, mut b) = (scheduler(2, 1), Recorder::default());
-    let (a, _a_rx) = job(&[1, 2, 3], 5, Some(1));
-    let (c, _c_rx) = job(&[4, 5], 5, Some(0));
+    let (a, mut a_rx) = job(&[1, 2, 3], 5, Some(1));
+    let (c, mut c_rx) = job(&[4, 5], 5, Some(0));
     s.push(a);
     s.push(c);
-    step(&mut s, &mut b);
-    let fed: Vec<(usize, usize, bool)> = b.batches[0]
+    let plan = s.plan(&mut b);
+    assert_eq!(
+        plan,
+        Some(StepPlan {
+            decoded: 0,
+            prefilled: 5
+        })
+    );
+    let fed: Vec<(usize, usize, bool)> = s
+        .batch()
         .iter()
         .map(|f| (f.slot, f.pos, f.logits))
         .collect();
@@ -195,6 +203,10 @@ fn a_step_feeds_tokens_in_slot_order_and_samples_the_last_of_each() {
             (1, 2, true)
         ]
     );
+    // Each slot's first token follows its whole prompt.
+    assert!(s.finish_step(&mut b, || 0.01));
+    assert_eq!(events(&mut a_rx), [GenerateEvent::Tokens(vec![503])]);
+    assert_eq!(events(&mut c_rx), [GenerateEvent::Tokens(vec![502])]);
 }
 
 #[test]
