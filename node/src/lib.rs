@@ -1,8 +1,10 @@
 //! The superfluid node: hosts an inference engine and serves the head over Link F.
 //!
-//! The engine ([`engine::Engine`]) runs on its own OS thread and is reached
-//! over channels. [`llama::LlamaEngine`] runs real models with llama.cpp;
-//! [`fake::FakeEngine`] models prefill and decode costs for fleet-logic tests.
+//! The engine ([`engine::Engine`]) is reached over channels.
+//! [`llama::LlamaEngine`] runs real models with llama.cpp on its own OS
+//! thread; [`fake::FakeEngine`] models prefill and decode costs for
+//! fleet-logic tests as a tokio task. Both run one slot scheduler
+//! ([`schedule::Scheduler`]) over their own [`schedule::Backend`].
 //! The [`agent`] dials the head, says hello, and answers each generation
 //! stream by submitting it to the engine. Each engine reports its KV caches
 //! (as block hashes) and its load to a [`ledger::Ledger`], which the agent
@@ -14,6 +16,7 @@ pub mod engine;
 pub mod fake;
 pub mod ledger;
 pub mod llama;
+pub mod schedule;
 
 pub use engine::{Engine, EngineError, EngineInfo, Generation};
 pub use ledger::Ledger;

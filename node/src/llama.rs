@@ -5,12 +5,13 @@
 //! that thread over a channel; it runs continuous batching (one decode per
 //! step, mixing one token per decoding slot with chunks of pending prompts)
 //! and keeps finished sequences resident so later prompts reuse their prefix.
+//! The slots, queue and steps are [`crate::schedule`]'s; this module is its
+//! [`crate::schedule::Backend`] over a llama.cpp context, and the thread
+//! that drives it on the wall clock.
 
-mod batch_loop;
+mod context;
 mod engine_thread;
 mod sampler;
-pub mod share;
-pub mod slots;
 #[cfg(test)]
 mod tests;
 
@@ -23,7 +24,8 @@ use tokio::sync::mpsc;
 
 use crate::engine::{Engine, EngineError, EngineInfo, Generation};
 use crate::ledger::Ledger;
-use batch_loop::Job;
+pub use crate::schedule::validate;
+use crate::schedule::Job;
 
 /// How to run a model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,31 +114,6 @@ impl LlamaEngine {
         ready_rx.recv().map_err(|_| EngineError::Stopped)??;
         Ok(LlamaEngine { info, jobs, ledger })
     }
-}
-
-/// The checks every engine makes before queueing a request: the model id,
-/// a non-empty prompt, and room for the prompt plus one generated token.
-///
-/// # Errors
-/// [`EngineError::UnknownModel`], [`EngineError::EmptyPrompt`] or [`EngineError::TooLong`].
-pub fn validate(model: &ModelDescription, request: &GenerateRequest) -> Result<(), EngineError> {
-    if request.model != model.id {
-        return Err(EngineError::UnknownModel {
-            requested: request.model.clone(),
-            served: model.id.clone(),
-        });
-    }
-    if request.prompt.is_empty() {
-        return Err(EngineError::EmptyPrompt);
-    }
-    let len = u32::try_from(request.prompt.len()).unwrap_or(u32::MAX);
-    if len.saturating_add(1) > model.ctx {
-        return Err(EngineError::TooLong {
-            len,
-            max: model.ctx,
-        });
-    }
-    Ok(())
 }
 
 impl Engine for LlamaEngine {

@@ -1,0 +1,80 @@
+//! The fake engine's [`Backend`]: sequences that cost nothing to keep, and
+//! tokens that are a pure function of the sequence so far.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use superfluid_proto::Sampling;
+
+use crate::schedule::{Backend, BackendError, Fed};
+
+/// Each slot's tokens as they will be cached once prefilled.
+pub type Resident = Arc<Mutex<Vec<Vec<u32>>>>;
+
+/// Size of the fake vocabulary tokens are drawn from.
+pub const VOCAB: u32 = 32_000;
+
+/// Computes nothing; shows each slot's tokens in `resident`.
+pub struct FakeBackend {
+    pub resident: Resident,
+}
+
+impl Backend for FakeBackend {
+    /// Only the seed, and whether it is used, matter to [`next_token`].
+    type Sampler = Sampling;
+
+    fn sampler(&mut self, sampling: &Sampling) -> Sampling {
+        sampling.clone()
+    }
+
+    fn decode(&mut self, _batch: &[Fed]) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn copy_prefix(&mut self, _from: usize, _to: usize, _len: usize) -> bool {
+        true
+    }
+
+    fn keep_prefix(&mut self, _slot: usize, _len: usize) -> bool {
+        true
+    }
+
+    fn clear(&mut self, _slot: usize) {}
+
+    fn sample(&mut self, sampling: &mut Sampling, _batch_index: usize, sequence: &[u32]) -> u32 {
+        next_token(sequence, sampling)
+    }
+
+    fn is_end_of_generation(&self, _token: u32) -> bool {
+        false
+    }
+
+    fn vocab_size(&self) -> u32 {
+        VOCAB
+    }
+
+    fn resident(&mut self, slot: usize, tokens: &[u32]) {
+        let mut resident = self.resident.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cached) = resident.get_mut(slot) {
+            cached.clear();
+            cached.extend_from_slice(tokens);
+        }
+    }
+}
+
+/// The token that follows `tokens`: an FNV-1a hash of the sequence (and of
+/// the seed when sampling is random), so it depends on nothing else.
+pub fn next_token(tokens: &[u32], sampling: &Sampling) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let seed = if sampling.temperature > 0.0 {
+        sampling.seed
+    } else {
+        0
+    };
+    for value in std::iter::once(seed).chain(tokens.iter().copied()) {
+        for byte in value.to_le_bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    (hash % u64::from(VOCAB)) as u32
+}
