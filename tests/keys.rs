@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::fleet_support::{bin, run_cmd, serial, Head, Ran, TempDir};
+use crate::fleet_support::{bin, run_cmd, serial, token, Head, Node, Ran, TempDir};
 use crate::stop_support::{assert_exits_cleanly, terminate};
 use crate::support::{chat, model_path, Server, MODEL};
 
@@ -211,6 +211,41 @@ async fn the_key_store_holds_no_secret_and_usage_survives_a_restart() {
     );
     assert!(dave["last_used"].is_u64(), "{dave}");
     assert!(dave["expires"].is_u64(), "{dave}");
+}
+
+#[tokio::test]
+async fn a_keys_generations_show_in_its_usage() {
+    let _serial = serial().await;
+    let head_dir = TempDir::new("keys-usage");
+    let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
+    let node_dir = TempDir::new("keys-usage-node");
+    let join = token(&head, &[]).expect("minting a token");
+    let mut node = Node::join(&join, node_dir.path(), "metered", &[]).expect("starting a node");
+    node.wait_up(&head, Duration::from_secs(60))
+        .expect("the node joins");
+    let frank = create(&head, &["frank"]);
+    let response = head
+        .client
+        .post(head.url("/v1/chat/completions"))
+        .bearer_auth(&frank)
+        .json(&chat(json!([{"role": "user", "content": "Say hi"}]), 4))
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .expect("sending a chat request");
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: Value = response.json().await.expect("a JSON body");
+    let all = list(&head);
+    let usage = &named(&all, "frank")["usage"];
+    assert_eq!(usage["requests"], 1, "{usage}");
+    assert_eq!(
+        usage["prompt_tokens"], answer["usage"]["prompt_tokens"],
+        "{usage} vs {answer}"
+    );
+    assert_eq!(
+        usage["completion_tokens"], answer["usage"]["completion_tokens"],
+        "{usage} vs {answer}"
+    );
 }
 
 #[tokio::test]
