@@ -45,6 +45,7 @@ impl Db {
             // A missing dir shows up as SQLite's "unable to open" below.
             let _ = std::fs::create_dir_all(dir);
         }
+        create_private(path);
         let conn = Connection::open(path).map_err(err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(err)?;
@@ -212,6 +213,18 @@ impl Db {
             source,
         })
     }
+}
+
+/// Creates `path` readable by its owner only, if it is missing: it holds
+/// no secret, but names, models and usage are the operator's business.
+/// SQLite gives its WAL and shared-memory files the same mode.
+fn create_private(path: &Path) {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    // Already there, or not creatable: SQLite opens or reports it.
+    let _ = options.open(path);
 }
 
 /// SQLite integers are signed; counts and times this large do not occur.

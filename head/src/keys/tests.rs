@@ -203,3 +203,16 @@ fn on_loopback_revoking_the_last_key_opens_the_api_again() {
     keys.revoke("grace").expect("revoking");
     assert!(!keys.required());
 }
+
+#[cfg(unix)]
+#[test]
+fn the_key_database_is_private_to_its_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Dir::new("mode");
+    Keys::open(&dir.0, &[]).expect("opening");
+    let mode = std::fs::metadata(dir.0.join(DB_FILE))
+        .expect("keys.db exists")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "mode {mode:o}");
+}
