@@ -42,7 +42,8 @@ impl AdminClient {
         })
     }
 
-    async fn call(
+    /// Calls `path` with `body`; the answer's JSON, or the head's error message.
+    pub async fn call(
         &self,
         method: reqwest::Method,
         path: &str,

@@ -28,6 +28,9 @@ pub enum Command {
     /// Manage the fleet: join tokens, joining, listing, draining, revoking.
     #[command(subcommand)]
     Fleet(FleetCommand),
+    /// Manage the API keys clients use: create, list, revoke.
+    #[command(subcommand)]
+    Keys(KeysCommand),
 }
 
 impl Command {
@@ -37,7 +40,7 @@ impl Command {
             Command::Serve(flags) => Some(&flags.engine),
             Command::Node(flags) => Some(&flags.engine),
             Command::Fleet(FleetCommand::Join { engine, .. }) => Some(engine),
-            Command::Head(_) | Command::Fleet(_) => None,
+            Command::Head(_) | Command::Fleet(_) | Command::Keys(_) => None,
         }
     }
 }
@@ -64,11 +67,30 @@ pub struct EngineFlags {
     pub shared_kv: bool,
 }
 
+/// Who may use the client APIs.
+#[derive(Debug, Args)]
+pub struct AccessFlags {
+    /// A key clients must present, as `Authorization: Bearer KEY` or
+    /// `x-api-key: KEY` (repeatable, or comma-separated); it may use every model.
+    #[arg(
+        long = "api-key",
+        env = "SUPERFLUID_API_KEY",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+    /// Serve an open API, with no key, on an address other machines can reach.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct ServeFlags {
     /// Where the HTTP API listens.
     #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
     pub http: SocketAddr,
+    #[command(flatten)]
+    pub access: AccessFlags,
     /// How generations are routed to nodes: least-ttft, round-robin, least-loaded or random.
     #[arg(long, env = "SUPERFLUID_ROUTE_POLICY", default_value = "least-ttft")]
     pub route_policy: RoutePolicy,
@@ -81,6 +103,8 @@ pub struct HeadFlags {
     /// Where the HTTP API listens.
     #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
     pub http: SocketAddr,
+    #[command(flatten)]
+    pub access: AccessFlags,
     /// Where Link F listens for nodes (UDP).
     #[arg(long, env = "SUPERFLUID_LINK", default_value = "0.0.0.0:7701")]
     pub link: SocketAddr,
@@ -182,6 +206,44 @@ pub enum FleetCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Make a key and print it; it is shown only this once.
+    Create {
+        /// The key's unique name (letters, digits, `-`, `_`, `.`).
+        name: String,
+        /// The models it may use (comma-separated) [default: all].
+        #[arg(long, value_delimiter = ',')]
+        models: Vec<String>,
+        /// How long it stays valid (e.g. 12h, 30d) [default: no expiry].
+        #[arg(long, value_parser = parse_duration)]
+        expires: Option<Duration>,
+        /// Requests per minute (not enforced yet: refused).
+        #[arg(long)]
+        rpm: Option<u32>,
+        /// Tokens per minute (not enforced yet: refused).
+        #[arg(long)]
+        tpm: Option<u32>,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+    /// List the keys with their usage (never their secrets).
+    List {
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+    /// Refuse a key from the next request on.
+    Revoke {
+        /// The key's name.
+        name: String,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+}
+
 /// `90s`, `30m`, `1h`, `2d`, or plain seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -262,6 +324,26 @@ mod tests {
         };
         assert!(!shared(&["superfluid", "serve"]));
         assert!(shared(&["superfluid", "serve", "--shared-kv"]));
+    }
+
+    #[test]
+    fn api_keys_repeat_or_come_comma_separated() {
+        let cli = Cli::try_parse_from([
+            "superfluid",
+            "head",
+            "--api-key",
+            "one",
+            "--api-key",
+            "two,three",
+        ]);
+        let Ok(Cli {
+            command: Command::Head(flags),
+        }) = cli
+        else {
+            panic!("head --api-key should parse: {cli:?}");
+        };
+        assert_eq!(flags.access.api_keys, ["one", "two", "three"]);
+        assert!(!flags.access.insecure_no_auth);
     }
 
     #[test]

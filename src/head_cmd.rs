@@ -1,6 +1,7 @@
 //! `superfluid head`: the head of a fleet, with membership and mDNS.
 
 use anyhow::{Context, Result};
+use superfluid_head::keys::{self, Keys};
 use superfluid_head::membership::Membership;
 use superfluid_head::server::HeadConfig;
 
@@ -23,12 +24,16 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
         .unwrap_or_else(|| engine::home().join("head"));
     let membership = Membership::open(&data_dir)
         .with_context(|| format!("opening the head's data dir {}", data_dir.display()))?;
+    let keys = Keys::open(&data_dir, &flags.access.api_keys)
+        .with_context(|| format!("opening the API keys in {}", data_dir.display()))?;
+    keys::check_bind(flags.http, &keys, flags.access.insecure_no_auth)?;
     let fleet_id = membership.fleet_id();
     let backend = engine::backend()?;
     let head = superfluid_head::server::start(
         &backend,
         HeadConfig {
             route_policy: flags.route_policy,
+            keys,
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )

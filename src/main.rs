@@ -7,6 +7,7 @@ mod cli;
 mod engine;
 mod fleet_cmd;
 mod head_cmd;
+mod keys_cmd;
 mod node_cmd;
 mod runtime;
 mod serve;
@@ -42,6 +43,7 @@ fn main() -> std::process::ExitCode {
             cli::Command::Head(flags) => head_cmd::run(flags).await,
             cli::Command::Node(flags) => node_cmd::run(flags).await,
             cli::Command::Fleet(command) => fleet_cmd::run(command).await,
+            cli::Command::Keys(command) => keys_cmd::run(command).await,
         }
     });
     match result {

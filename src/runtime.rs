@@ -105,6 +105,9 @@ pub async fn until_shutdown<E: std::fmt::Display>(
         () = shutdown_signal() => tracing::warn!("stopping now; ending the open requests"),
     }
     head.close_link_and_wait().await;
+    if let Err(e) = head.keys.flush() {
+        tracing::warn!(error = %e, "could not save the API keys' last usage");
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use superfluid_head::keys::{self, Keys};
 use superfluid_head::server::HeadConfig;
 use superfluid_link::{allow_only, Identity};
 use superfluid_node::agent::{self, AgentConfig};
@@ -18,6 +19,10 @@ use crate::runtime::{describe, hash_model, shutdown_signal, until_shutdown};
 const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn run(flags: ServeFlags) -> Result<()> {
+    // One process, no data dir: keys come from --api-key only (as
+    // llama-server and vLLM take them); `superfluid keys` needs a head.
+    let keys = Keys::in_memory(&flags.access.api_keys)?;
+    keys::check_bind(flags.http, &keys, flags.access.insecure_no_auth)?;
     let config = EngineConfig::from_flags(flags.engine)?;
     let backend = engine::backend()?;
     let head_identity = Identity::generate().context("making the head's key")?;
@@ -32,6 +37,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             authorizer: allow_only([node_identity.fingerprint()]),
             membership: None,
             route_policy: flags.route_policy,
+            keys,
         },
     )
     .await?;

@@ -8,6 +8,7 @@ mod fleet_membership;
 mod fleet_routing;
 mod fleet_shutdown;
 mod fleet_support;
+mod keys;
 mod netns;
 mod serve_chat;
 mod serve_completions;

@@ -8,8 +8,11 @@
 //! - [`wire`]: the response bodies and stream chunks as serde types.
 //! - [`respond`]: JSON and server-sent-event answers.
 //! - [`handlers`]: the routes.
+//! - [`auth`]: the key check in front of the client routes.
 
 pub mod admin;
+pub mod admin_keys;
+pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod generate;
@@ -34,6 +37,8 @@ pub use respond::NODE_HEADER;
 
 use crate::codec::Catalog;
 use crate::fleet::Fleet;
+use crate::keys::Keys;
+use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
 use std::sync::Arc;
@@ -47,12 +52,20 @@ pub struct AppState {
     pub fleet: Fleet,
 }
 
-/// The head's HTTP routes.
+/// The head's HTTP routes, open to every client.
 pub fn router(state: AppState) -> Router {
+    router_with_keys(state, Keys::default())
+}
+
+/// The head's HTTP routes; once `keys` holds a key, the client routes
+/// (not `/health` and `/metrics`) need one.
+pub fn router_with_keys(state: AppState, keys: Keys) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/models", get(handlers::models))
+        // Only the routes above pass the key check.
+        .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
         .route("/health", get(handlers::health))
         .route("/metrics", get(handlers::metrics))
         .fallback(handlers::not_found)

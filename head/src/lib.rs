@@ -8,6 +8,8 @@
 //!   place errors become HTTP responses.
 //! - [`fleet`]: the registry of connected nodes, the Link F listener, and
 //!   dispatch of one generation to one node.
+//! - [`keys`]: API keys for the client APIs: hashes in memory and in
+//!   `keys.db` in the head's data dir, usage counters, safe binding.
 //! - [`membership`]: the fleet key, join tokens, enrolled and revoked node
 //!   keys, persisted in the head's data dir.
 //! - [`metrics`]: Prometheus counters and per-node gauges for `GET /metrics`.
@@ -19,6 +21,7 @@
 pub mod api;
 pub mod codec;
 pub mod fleet;
+pub mod keys;
 pub mod membership;
 pub mod metrics;
 pub mod routing;

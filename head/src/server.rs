@@ -15,10 +15,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::admin::{self, AdminState};
-use crate::api::{router, AppState};
+use crate::api::{router_with_keys, AppState};
 use crate::codec::{Catalog, CodecError};
 use crate::fleet::Fleet;
 use crate::fleet::{listen, LinkListenConfig, LinkListener};
+use crate::keys::Keys;
 use crate::membership::Membership;
 use crate::routing::RoutePolicy;
 
@@ -41,6 +42,8 @@ pub struct HeadConfig {
     pub membership: Option<Membership>,
     /// How generations are routed to nodes.
     pub route_policy: RoutePolicy,
+    /// The client APIs' keys; with none, the client APIs are open.
+    pub keys: Keys,
 }
 
 impl HeadConfig {
@@ -60,6 +63,7 @@ impl HeadConfig {
             authorizer: allow_any(),
             membership: Some(membership),
             route_policy: RoutePolicy::default(),
+            keys: Keys::default(),
         }
     }
 }
@@ -110,6 +114,8 @@ pub struct RunningHead {
     pub model_ids: Vec<String>,
     /// The connected nodes.
     pub fleet: Fleet,
+    /// The client APIs' keys; [`Keys::flush`] saves their usage.
+    pub keys: Keys,
     /// The HTTP server; it runs until the process ends, or after
     /// [`RunningHead::stop_http`] until its open requests are answered.
     pub http: JoinHandle<std::io::Result<()>>,
@@ -170,15 +176,22 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         source,
     })?;
     let model_ids = catalog.ids();
-    let app = router(AppState {
-        catalog,
-        fleet: fleet.clone(),
-    });
+    let app = router_with_keys(
+        AppState {
+            catalog,
+            fleet: fleet.clone(),
+        },
+        config.keys.clone(),
+    );
     let link_addrs = reachable_addrs(link.addr);
     let app = app.merge(admin::router(AdminState {
         fleet: fleet.clone(),
         link_addrs: link_addrs.clone(),
+        keys: config.keys.clone(),
     }));
+    // The task ends with the runtime; the last usage is saved by the
+    // shutdown's own flush.
+    drop(config.keys.spawn_flusher());
     let http = without_nagle(http);
     let (http_stop, mut stopping) = watch::channel(false);
     let stopped = async move {
@@ -196,6 +209,7 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         fingerprint,
         model_ids,
         fleet,
+        keys: config.keys,
         http,
         http_stop,
         link,

@@ -82,6 +82,7 @@ async fn start(
             authorizer: allow_only(identities.iter().map(Identity::fingerprint)),
             membership: None,
             route_policy: policy,
+            keys: Default::default(),
         },
     )
     .await

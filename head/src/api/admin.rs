@@ -1,5 +1,6 @@
 //! The admin API, behind the head's admin key: mint join tokens, list,
-//! drain and revoke nodes. The `superfluid fleet` commands call it.
+//! drain and revoke nodes (the `superfluid fleet` commands), and manage API
+//! keys ([`admin_keys`](super::admin_keys), the `superfluid keys` commands).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,6 +18,7 @@ use serde_json::{json, Value};
 use super::extract::ApiJson;
 use super::ApiError;
 use crate::fleet::{Fleet, FleetError, NodeSnapshot};
+use crate::keys::Keys;
 
 /// What the admin routes share.
 #[derive(Debug, Clone)]
@@ -25,6 +27,8 @@ pub struct AdminState {
     pub fleet: Fleet,
     /// The head's Link F addresses, written into every join token.
     pub link_addrs: Vec<SocketAddr>,
+    /// The client APIs' keys.
+    pub keys: Keys,
 }
 
 /// The admin routes, under `/admin/v1`.
@@ -34,6 +38,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/nodes", get(nodes))
         .route("/admin/v1/nodes/{node}/revoke", post(revoke))
         .route("/admin/v1/nodes/{node}/drain", post(drain))
+        .merge(super::admin_keys::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_admin_key,

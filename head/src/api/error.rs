@@ -3,7 +3,8 @@
 
 use crate::codec::CodecError;
 use crate::fleet::FleetError;
-use axum::http::StatusCode;
+use crate::keys::KeysError;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
@@ -72,6 +73,30 @@ pub enum ApiError {
     /// An admin route was called without the head's admin key.
     #[error("this admin route needs the head's admin key as `Authorization: Bearer KEY`; the key is in admin.key in the head's data dir")]
     Unauthorized,
+    /// A client route was called without a key while keys are required.
+    #[error("this API needs a key: send it as `Authorization: Bearer KEY` or `x-api-key: KEY`; the operator makes keys with `superfluid keys create NAME`")]
+    MissingApiKey,
+    /// The key presented is not one the head knows (mistyped, revoked, or
+    /// never made).
+    #[error("the API key is not valid: it may be mistyped or revoked; check it, or ask the operator for a new one (`superfluid keys create NAME`)")]
+    InvalidApiKey,
+    /// The key presented has passed its expiry.
+    #[error("the API key {name:?} has expired; ask the operator for a new one (`superfluid keys create NAME`)")]
+    ExpiredApiKey {
+        /// The key's name.
+        name: String,
+    },
+    /// The key presented may not use the requested model.
+    #[error("the API key {key:?} may not use model {model:?}; use a model GET /v1/models lists, or ask the operator for a key that may use it")]
+    ModelNotAllowed {
+        /// The model asked for.
+        model: String,
+        /// The key's name.
+        key: String,
+    },
+    /// An admin key operation failed.
+    #[error(transparent)]
+    Keys(#[from] KeysError),
     /// The route exists but not for this method.
     #[error(
         "{method} is not allowed on {path}; see the OpenAI API for the method this route takes"
@@ -159,6 +184,37 @@ impl ApiError {
                 None,
                 Some("invalid_admin_key"),
             ),
+            MissingApiKey | InvalidApiKey | ExpiredApiKey { .. } => (
+                StatusCode::UNAUTHORIZED,
+                invalid,
+                None,
+                Some("invalid_api_key"),
+            ),
+            ModelNotAllowed { .. } => (
+                StatusCode::FORBIDDEN,
+                invalid,
+                Some("model".into()),
+                Some("model_not_allowed"),
+            ),
+            Keys(KeysError::NameTaken { .. }) => {
+                (StatusCode::CONFLICT, invalid, Some("name".into()), None)
+            }
+            Keys(KeysError::UnknownName { .. }) => {
+                (StatusCode::NOT_FOUND, invalid, Some("name".into()), None)
+            }
+            Keys(KeysError::BadName { .. }) => {
+                (StatusCode::BAD_REQUEST, invalid, Some("name".into()), None)
+            }
+            Keys(KeysError::LimitNotEnforced { what }) => {
+                (StatusCode::BAD_REQUEST, invalid, Some((*what).into()), None)
+            }
+            Keys(KeysError::NoStore) => (StatusCode::NOT_FOUND, invalid, None, None),
+            Keys(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                None,
+                None,
+            ),
             Fleet(_) | Generation { .. } => (StatusCode::BAD_GATEWAY, "server_error", None, None),
             NotFound { .. } => (StatusCode::NOT_FOUND, invalid, None, Some("unknown_url")),
             MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, invalid, None, None),
@@ -192,6 +248,16 @@ impl IntoResponse for ApiError {
         } else {
             tracing::debug!(%status, error = %self, "request rejected");
         }
-        (status, Json(self.body())).into_response()
+        let challenge = matches!(
+            self,
+            ApiError::MissingApiKey | ApiError::InvalidApiKey | ApiError::ExpiredApiKey { .. }
+        );
+        let mut response = (status, Json(self.body())).into_response();
+        if challenge {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }

@@ -78,9 +78,13 @@ pub struct Generation {
     started: Instant,
     seen_first_token: bool,
     span: Span,
+    on_end: Option<UsageHook>,
     /// The node serving it.
     pub node: String,
 }
+
+/// Told a generation's final token counts.
+pub type UsageHook = Box<dyn FnOnce(Usage) + Send + Sync>;
 
 impl Generation {
     /// Checks the prompt against the context and sends it to a node.
@@ -156,8 +160,15 @@ impl Generation {
             started: Instant::now(),
             seen_first_token: false,
             span,
+            on_end: None,
             node,
         }
+    }
+
+    /// Calls `hook` with the token counts when the generation is dropped:
+    /// finished, failed, or left by a client that went away.
+    pub fn on_end(&mut self, hook: UsageHook) {
+        self.on_end = Some(hook);
     }
 
     /// Token counts so far (final once [`Step::Done`] was returned).
@@ -283,5 +294,13 @@ impl Generation {
                 "generation done"
             );
         });
+    }
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        if let Some(hook) = self.on_end.take() {
+            hook(self.usage);
+        }
     }
 }

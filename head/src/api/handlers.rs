@@ -1,6 +1,7 @@
 //! The route handlers: each validates its request, builds the prompt and
 //! hands the generation to [`respond`](super::respond).
 
+use super::auth::{self, Caller};
 use super::extract::ApiJson;
 use super::generate::Generation;
 use super::respond::{self, Envelope, Flavor};
@@ -12,7 +13,7 @@ use crate::codec::ModelCodec;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::Response;
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use tracing::{field, Instrument, Span};
 /// `POST /v1/chat/completions`.
 pub async fn chat(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let id = next_request_id();
@@ -30,12 +32,14 @@ pub async fn chat(
     let inner = span.clone();
     let work = async move {
         let codec = find_model(&state, &req)?;
+        auth::check_model(caller.as_ref(), codec.id())?;
         let messages = req.chat_messages()?;
         let params = req.params()?;
         let text = codec.render_chat(&messages)?;
         let prompt = tokenize(&codec, text).await?;
-        let generation =
+        let mut generation =
             Generation::start(&state, codec.clone(), prompt, &params, "messages", inner).await?;
+        auth::meter(caller.as_ref(), &mut generation);
         let envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
         run(generation, envelope, params.stream, params.include_usage).await
     };
@@ -45,6 +49,7 @@ pub async fn chat(
 /// `POST /v1/completions`.
 pub async fn completions(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let id = next_request_id();
@@ -52,11 +57,13 @@ pub async fn completions(
     let inner = span.clone();
     let work = async move {
         let codec = find_model(&state, &req)?;
+        auth::check_model(caller.as_ref(), codec.id())?;
         let text = req.prompt_text()?;
         let params = req.params()?;
         let prompt = tokenize(&codec, text.to_owned()).await?;
-        let generation =
+        let mut generation =
             Generation::start(&state, codec.clone(), prompt, &params, "prompt", inner).await?;
+        auth::meter(caller.as_ref(), &mut generation);
         let envelope = Envelope::new(Flavor::Text, codec.id(), &id);
         run(generation, envelope, params.stream, params.include_usage).await
     };
@@ -64,7 +71,10 @@ pub async fn completions(
 }
 
 /// `GET /v1/models`.
-pub async fn models(State(state): State<AppState>) -> Json<ModelList> {
+pub async fn models(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+) -> Json<ModelList> {
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -73,6 +83,7 @@ pub async fn models(State(state): State<AppState>) -> Json<ModelList> {
         .catalog
         .ids()
         .into_iter()
+        .filter(|id| auth::may_list(caller.as_ref(), id))
         .map(|id| ModelCard {
             id,
             object: Object::Model,
