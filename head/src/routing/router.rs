@@ -5,7 +5,8 @@
 //! finished: that is the load [`super::route`] predicts from.
 
 use super::index::BlockIndex;
-use super::policy::{route, NodeView, Reason, RoutePolicy, RouteRequest, RouterState};
+use super::policy::{route, Reason, RoutePolicy, RouteRequest, RouterState};
+use super::predict::NodeView;
 use super::NodeKey;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
