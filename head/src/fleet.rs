@@ -242,7 +242,8 @@ impl Fleet {
         let keys: Vec<_> = candidates.iter().map(|n| n.key).collect();
         let (routed, policy) = {
             let mut router = lock(&self.router);
-            let routed = router.route(&request.model, &request.prompt, &keys)?;
+            let now = tokio::time::Instant::now().into_std();
+            let routed = router.route(&request.model, &request.prompt, &keys, now)?;
             (routed, router.policy())
         };
         let routing = Routing {

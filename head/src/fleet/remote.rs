@@ -2,6 +2,7 @@
 //! ends with it (in-flight counts, the router's ticket, metrics).
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use superfluid_link::{
     control::{STREAM_BAD_FRAME, STREAM_CANCELLED, STREAM_NODE_STOPPING},
@@ -33,15 +34,20 @@ pub(crate) struct Routing {
 impl Routing {
     fn first_token(&mut self) {
         if let Some(ticket) = self.ticket.as_mut() {
-            lock(&self.router).first_token(ticket);
+            lock(&self.router).first_token(ticket, now());
         }
     }
 
     fn finished(&mut self, completed: bool) {
         if let Some(ticket) = self.ticket.take() {
-            lock(&self.router).finished(ticket, completed);
+            lock(&self.router).finished(ticket, completed, now());
         }
     }
+}
+
+/// Now, on tokio's clock where it runs (so paused time reaches the router).
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 impl Drop for Routing {
