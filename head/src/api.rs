@@ -6,12 +6,14 @@
 //! - [`generate`]: context check, dispatch to the fleet, tokens to text.
 //! - [`respond`]: JSON and server-sent-event answers.
 //! - [`handlers`]: the routes.
+//! - [`metrics_page`]: the Prometheus page of the fleet's counters and nodes.
 
 pub mod admin;
 pub mod error;
 pub mod extract;
 pub mod generate;
 pub mod handlers;
+pub mod metrics_page;
 pub mod respond;
 pub mod types;
 pub mod unsupported;
