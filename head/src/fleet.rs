@@ -1,83 +1,44 @@
 //! The fleet as the head sees it: connected nodes and dispatch to them.
 //!
 //! - [`listen`] (in `fleet/listen.rs`) accepts nodes over Link F, runs the
-//!   hello handshake and keeps each node registered while it is connected.
+//!   hello handshake and holds each node's membership (`fleet/member.rs`)
+//!   while it is connected: joining enters the node in the registry and the
+//!   router together, and dropping the membership takes it out of both.
 //! - the registry (`fleet/registry.rs`) knows each node's models, slots and
 //!   state; the [`crate::routing::Router`] knows which prompt blocks each node
-//!   holds in cache and how busy and fast it is. [`Fleet::generate`] asks the
-//!   router for a node and sends the request there on a fresh QUIC stream
+//!   holds in cache and how busy and fast it is, and counts the generations
+//!   in flight on it (its open tickets). [`Fleet::generate`] asks the router
+//!   for a node and sends the request there on a fresh QUIC stream
 //!   (`fleet/remote.rs`).
 //!
 //! The API of [`Fleet`], [`FleetError`] and [`RemoteGeneration`] is the
 //! contract the HTTP layer relies on.
 
 mod admin;
+mod error;
 pub mod listen;
+mod member;
 mod models;
 mod registry;
 mod remote;
+mod shared_router;
 
 pub use admin::Revoked;
+pub use error::FleetError;
 pub use listen::{listen, LinkListenConfig, LinkListener};
 pub use registry::{NodeLoadSnapshot, NodeSnapshot, NodeState};
 pub use remote::RemoteGeneration;
 
-use crate::membership::{Membership, MembershipError};
+use crate::membership::Membership;
 use crate::metrics::Metrics;
 use crate::routing::{RoutePolicy, Router};
 use superfluid_proto::{GenerateRequest, ModelDescription};
 
-use registry::{InFlight, Registry};
-use remote::{dispatch, lock, Routing};
-use std::sync::{Arc, Mutex};
-
-/// Why a generation could not be dispatched or did not complete.
-#[derive(Debug, thiserror::Error)]
-pub enum FleetError {
-    /// No connected node serves the model; the request may succeed later.
-    #[error("no node in the fleet serves model {model:?} right now; start a node with this model or wait for one to reconnect")]
-    NoNode {
-        /// The model asked for.
-        model: String,
-    },
-    /// Nodes serve the model, but every one is draining: it finishes what it
-    /// runs and takes nothing new. The request may succeed later.
-    #[error("every node that serves model {model:?} is draining: it finishes the generations it runs and takes no new ones (it is shutting down, or was drained with `superfluid fleet drain`); retry in a moment, or start another node with this model")]
-    Draining {
-        /// The model asked for.
-        model: String,
-    },
-    /// The node's connection failed mid-generation.
-    #[error("lost the connection to node {node}: {reason}")]
-    NodeLost {
-        /// The node's name.
-        node: String,
-        /// What the transport said.
-        reason: String,
-    },
-    /// No connected (or, for revoke, enrolled) node has this id, name or key.
-    #[error("no node {node:?} in the fleet; list the nodes with `superfluid fleet nodes` and name one by its id, name or key fingerprint")]
-    UnknownNode {
-        /// What was asked for.
-        node: String,
-    },
-    /// A name matches several connected nodes.
-    #[error("{node:?} names {count} connected nodes; name one by its id ({ids})")]
-    Ambiguous {
-        /// The name asked for.
-        node: String,
-        /// How many nodes have it.
-        count: usize,
-        /// Their ids, comma-separated.
-        ids: String,
-    },
-    /// The head runs without membership (`superfluid serve`), so nodes cannot be revoked.
-    #[error("this head runs without fleet membership (as `superfluid serve` does); revoking needs a head started with a data dir")]
-    NoMembership,
-    /// The membership files could not be updated.
-    #[error(transparent)]
-    Membership(#[from] MembershipError),
-}
+use member::Member;
+use registry::{Joining, NodeEntry, Registry, Taken};
+use remote::{dispatch, Routing};
+use shared_router::SharedRouter;
+use std::sync::Arc;
 
 /// The connected nodes. Cheap to clone; all clones share one registry,
 /// router and set of metrics.
@@ -86,7 +47,7 @@ pub struct Fleet {
     inner: Arc<Registry>,
     membership: Option<Membership>,
     models: Arc<Vec<ModelDescription>>,
-    router: Arc<Mutex<Router>>,
+    router: SharedRouter,
     metrics: Arc<Metrics>,
 }
 
@@ -99,7 +60,7 @@ impl Default for Fleet {
             inner: Arc::default(),
             membership: None,
             models: Arc::default(),
-            router: Arc::new(Mutex::new(Router::new(RoutePolicy::default(), seed))),
+            router: SharedRouter::new(Router::new(RoutePolicy::default(), seed)),
             metrics: Arc::default(),
         }
     }
@@ -114,13 +75,13 @@ impl Fleet {
 
     /// Routes generations with `policy`.
     pub fn with_policy(self, policy: RoutePolicy) -> Self {
-        lock(&self.router).set_policy(policy);
+        self.router.lock().set_policy(policy);
         self
     }
 
     /// The routing policy in use.
     pub fn policy(&self) -> RoutePolicy {
-        lock(&self.router).policy()
+        self.router.lock().policy()
     }
 
     /// The head's counters.
@@ -163,14 +124,27 @@ impl Fleet {
     /// measured speed, how many generations each has served, state and
     /// eligibility.
     pub fn nodes(&self) -> Vec<NodeSnapshot> {
-        let mut nodes = self.inner.snapshot();
-        let loads = lock(&self.router).nodes();
-        for (key, node) in &mut nodes {
-            if let Some(load) = loads.iter().find(|l| l.key == *key) {
-                node.load = NodeLoadSnapshot::new(load, node.slots);
-            }
-        }
-        nodes.into_iter().map(|(_, node)| node).collect()
+        // The registry first: a node it lists is in the router until after
+        // it leaves the registry, so every node listed has its load.
+        let entries = self.inner.entries();
+        let loads = self.router.lock().nodes();
+        entries
+            .iter()
+            .map(|entry| match loads.iter().find(|l| l.key == entry.key) {
+                Some(load) => {
+                    let mut node = entry.snapshot(load.in_flight);
+                    node.load = NodeLoadSnapshot::new(load, node.slots);
+                    node
+                }
+                None => entry.snapshot(0),
+            })
+            .collect()
+    }
+
+    /// `entry` as listings show it, with the generations the router has in
+    /// flight there.
+    pub(crate) fn snapshot(&self, entry: &NodeEntry) -> NodeSnapshot {
+        entry.snapshot(self.router.lock().in_flight(entry.key))
     }
 
     /// Sends one generation to a node that serves its model, the one the
@@ -207,8 +181,8 @@ impl Fleet {
     ) -> Result<RemoteGeneration, FleetError> {
         let mut tried = skip.to_vec();
         let mut last_error = None;
-        while let Some((in_flight, routing)) = self.route(request, &tried) {
-            match dispatch(in_flight, routing, request).await {
+        while let Some((node, routing)) = self.route(request, &tried) {
+            match dispatch(node, routing, request).await {
                 Ok(generation) => return Ok(generation),
                 Err((node_id, error)) => {
                     tracing::warn!(%node_id, %error, "could not dispatch to a node; trying another");
@@ -237,12 +211,17 @@ impl Fleet {
 
     /// Picks a node for `request` among those serving its model, except
     /// `skip`; sets the request's slot hint and counts the decision.
-    fn route(&self, request: &mut GenerateRequest, skip: &[String]) -> Option<(InFlight, Routing)> {
+    fn route(
+        &self,
+        request: &mut GenerateRequest,
+        skip: &[String],
+    ) -> Option<(Arc<NodeEntry>, Routing)> {
         let candidates = self.inner.candidates(&request.model, skip);
         let keys: Vec<_> = candidates.iter().map(|n| n.key).collect();
         let (routed, policy) = {
-            let mut router = lock(&self.router);
-            let routed = router.route(&request.model, &request.prompt, &keys)?;
+            let mut router = self.router.lock();
+            let now = tokio::time::Instant::now().into_std();
+            let routed = router.route(&request.model, &request.prompt, &keys, now)?;
             (routed, router.policy())
         };
         let routing = Routing {
@@ -255,19 +234,34 @@ impl Fleet {
             .record_route(policy, routed.reason, routed.cached_tokens);
         tracing::debug!(node = %node.name, reason = routed.reason.as_str(), cached = routed.cached_tokens, predicted_ttft_ms = routed.predicted_ttft_secs * 1e3, "routed a generation");
         request.slot = routed.slot;
-        Some((InFlight::new(node), routing))
+        Some((node, routing))
+    }
+
+    /// Enters a node that passed the hello in the registry and the router;
+    /// it stays in both until the returned [`Member`] is dropped.
+    pub(crate) fn join(&self, joining: Joining) -> Result<Member, Taken> {
+        let unique = self.membership.is_some();
+        Member::join(
+            self.inner.clone(),
+            self.router.clone(),
+            joining,
+            &self.models,
+            unique,
+        )
     }
 
     pub(crate) fn registry(&self) -> &Registry {
         &self.inner
     }
 
-    pub(crate) fn router(&self) -> &Mutex<Router> {
+    pub(crate) fn router(&self) -> &SharedRouter {
         &self.router
     }
 }
 
 #[cfg(test)]
 mod join_tests;
+#[cfg(test)]
+mod member_tests;
 #[cfg(test)]
 mod tests;

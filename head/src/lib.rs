@@ -12,7 +12,9 @@
 //!   `keys.db` in the head's data dir, usage counters, safe binding.
 //! - [`membership`]: the fleet key, join tokens, enrolled and revoked node
 //!   keys, persisted in the head's data dir.
-//! - [`metrics`]: Prometheus counters and per-node gauges for `GET /metrics`.
+//! - [`metrics`]: the head's counters, which the fleet updates; the
+//!   Prometheus page that shows them with each node's gauges is
+//!   [`api::metrics_page`].
 //! - [`routing`]: the index of which node holds which cached prompt blocks,
 //!   the load each node carries, and the policies that pick a node.
 //! - [`server`]: starting a head: codecs, Link F listener, HTTP.

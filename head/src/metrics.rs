@@ -1,14 +1,13 @@
-//! Prometheus metrics of the head: routing decisions, prompt tokens served
-//! from cache, and each connected node's load and measured speed.
+//! The head's counters: routing decisions, prompt tokens served from cache,
+//! generations finished, failed and retried.
 //!
-//! Counters are plain atomics updated on the request path; [`render`] writes
-//! them, with the fleet's gauges, in the Prometheus text exposition format
-//! for `GET /metrics`.
+//! Counters are plain atomics the fleet updates on the request path; they
+//! know nothing of the fleet. The page `GET /metrics` serves, with each
+//! connected node's gauges, is written above the fleet, in
+//! [`crate::api::metrics_page`].
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::fleet::{Fleet, NodeSnapshot};
 use crate::routing::{Reason, RoutePolicy};
 
 /// The head's counters. One per fleet; cheap to update from any thread.
@@ -65,6 +64,31 @@ impl Metrics {
         self.retried_generations.load(Ordering::Relaxed)
     }
 
+    /// Prompt tokens the router expected the chosen nodes to hold cached.
+    pub fn predicted_cached_tokens(&self) -> u64 {
+        self.predicted_cached_tokens.load(Ordering::Relaxed)
+    }
+
+    /// Prompt tokens of generations that finished.
+    pub fn prompt_tokens(&self) -> u64 {
+        self.prompt_tokens.load(Ordering::Relaxed)
+    }
+
+    /// Prompt tokens nodes found in their cache, of generations that finished.
+    pub fn cached_tokens(&self) -> u64 {
+        self.cached_tokens.load(Ordering::Relaxed)
+    }
+
+    /// Generations that finished on a node.
+    pub fn generations(&self) -> u64 {
+        self.generations.load(Ordering::Relaxed)
+    }
+
+    /// Generations that failed on a node or lost their node.
+    pub fn failed(&self) -> u64 {
+        self.failed_generations.load(Ordering::Relaxed)
+    }
+
     /// Decisions so far with this policy and reason.
     pub fn decisions(&self, policy: RoutePolicy, reason: Reason) -> u64 {
         let p = position(&RoutePolicy::ALL, &policy);
@@ -73,180 +97,5 @@ impl Metrics {
     }
 }
 
-/// Escapes a label value for the text format.
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// The metrics page: the fleet's counters and a gauge family per node figure.
-pub fn render(fleet: &Fleet) -> String {
-    let m = fleet.metrics();
-    let mut out = String::with_capacity(4096);
-    let name = "superfluid_route_decisions_total";
-    family(
-        &mut out,
-        name,
-        "counter",
-        "Generations routed, by policy and the reason for the node chosen.",
-    );
-    for (p, policy) in RoutePolicy::ALL.iter().enumerate() {
-        for (r, reason) in Reason::ALL.iter().enumerate() {
-            let n = m.decisions[p][r].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "{name}{{policy=\"{policy}\",reason=\"{}\"}} {n}",
-                reason.as_str()
-            );
-        }
-    }
-    let counters = [
-        (
-            "superfluid_route_predicted_cached_tokens_total",
-            "Prompt tokens the router expected the chosen nodes to hold in cache.",
-            &m.predicted_cached_tokens,
-        ),
-        (
-            "superfluid_prompt_tokens_total",
-            "Prompt tokens of generations that finished.",
-            &m.prompt_tokens,
-        ),
-        (
-            "superfluid_cached_prompt_tokens_total",
-            "Prompt tokens nodes found in their KV cache and did not compute again.",
-            &m.cached_tokens,
-        ),
-        (
-            "superfluid_generations_total",
-            "Generations that finished on a node.",
-            &m.generations,
-        ),
-        (
-            "superfluid_generations_failed_total",
-            "Generations that failed on a node or lost their node.",
-            &m.failed_generations,
-        ),
-        (
-            "superfluid_generations_retried_total",
-            "Generations sent to another node because theirs was lost before the first token.",
-            &m.retried_generations,
-        ),
-    ];
-    for (name, help, value) in counters {
-        family(&mut out, name, "counter", help);
-        let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
-    }
-    let nodes = fleet.nodes();
-    family(&mut out, "superfluid_nodes", "gauge", "Connected nodes.");
-    let _ = writeln!(out, "superfluid_nodes {}", nodes.len());
-    node_gauges(&mut out, &nodes);
-    out
-}
-
-type Gauge = (&'static str, &'static str, fn(&NodeSnapshot) -> Option<f64>);
-
-/// One family per node figure, one sample per node that has it.
-fn node_gauges(out: &mut String, nodes: &[NodeSnapshot]) {
-    let gauges: [Gauge; 7] = [
-        (
-            "superfluid_node_slots",
-            "Sequences the node runs at once.",
-            |n| Some(f64::from(n.slots)),
-        ),
-        (
-            "superfluid_node_in_flight",
-            "Generations the head has sent to the node that have not ended.",
-            |n| Some(f64::from(n.in_flight)),
-        ),
-        (
-            "superfluid_node_busy_slots",
-            "Slots running a sequence, as the node last reported.",
-            |n| Some(f64::from(n.load.busy_slots)),
-        ),
-        (
-            "superfluid_node_queued",
-            "Requests waiting for a slot on the node, as it last reported.",
-            |n| Some(f64::from(n.load.queued)),
-        ),
-        (
-            "superfluid_node_prefill_tokens_per_second",
-            "The node's measured prompt processing speed.",
-            |n| n.load.prefill_tokens_per_sec,
-        ),
-        (
-            "superfluid_node_decode_tokens_per_second",
-            "The node's measured generation speed of one stream.",
-            |n| n.load.decode_tokens_per_sec,
-        ),
-        (
-            "superfluid_node_cached_blocks",
-            "Prompt blocks the head's index knows the node holds in KV cache.",
-            |n| Some(n.load.cached_blocks as f64),
-        ),
-    ];
-    for (name, help, get) in gauges {
-        family(out, name, "gauge", help);
-        for n in nodes {
-            if let Some(v) = get(n) {
-                let _ = writeln!(
-                    out,
-                    "{name}{{node=\"{}\",node_id=\"{}\"}} {v}",
-                    label(&n.name),
-                    label(&n.node_id)
-                );
-            }
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn labels_are_escaped() {
-        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-    }
-
-    #[test]
-    fn decisions_are_counted_by_policy_and_reason() {
-        let m = Metrics::default();
-        m.record_route(RoutePolicy::LeastTtft, Reason::Warm, 64);
-        m.record_route(RoutePolicy::LeastTtft, Reason::Warm, 32);
-        m.record_route(RoutePolicy::RoundRobin, Reason::RoundRobin, 0);
-        assert_eq!(m.decisions(RoutePolicy::LeastTtft, Reason::Warm), 2);
-        assert_eq!(m.decisions(RoutePolicy::LeastTtft, Reason::Cold), 0);
-        assert_eq!(m.decisions(RoutePolicy::RoundRobin, Reason::RoundRobin), 1);
-        assert_eq!(m.predicted_cached_tokens.load(Ordering::Relaxed), 96);
-    }
-
-    #[test]
-    fn the_page_has_every_family_with_help_and_type() {
-        let fleet = Fleet::new();
-        fleet
-            .metrics()
-            .record_route(RoutePolicy::LeastTtft, Reason::Cold, 0);
-        fleet.metrics().record_finished(100, 64);
-        let page = render(&fleet);
-        assert!(page.contains(
-            "superfluid_route_decisions_total{policy=\"least-ttft\",reason=\"cold\"} 1\n"
-        ));
-        assert!(page.contains("superfluid_prompt_tokens_total 100\n"));
-        assert!(page.contains("superfluid_cached_prompt_tokens_total 64\n"));
-        assert!(page.contains("superfluid_nodes 0\n"));
-        for line in page.lines().filter(|l| !l.starts_with('#')) {
-            let name = line.split(['{', ' ']).next().unwrap_or_default();
-            assert!(
-                page.contains(&format!("# TYPE {name} ")),
-                "{name} has no TYPE line"
-            );
-        }
-    }
-}
+mod tests;

@@ -33,10 +33,8 @@ mod predict_tests;
 mod router_tests;
 
 pub use index::{BlockIndex, Match};
-pub use policy::{
-    route, Decision, NodeView, Reason, RoutePolicy, RouteRequest, RouterState,
-    DEFAULT_DECODE_TOKENS_PER_SEC, DEFAULT_PREFILL_TOKENS_PER_SEC,
-};
+pub use policy::{route, Decision, Reason, RoutePolicy, RouteRequest, RouterState};
+pub use predict::{NodeView, DEFAULT_DECODE_TOKENS_PER_SEC, DEFAULT_PREFILL_TOKENS_PER_SEC};
 pub use router::{NodeLoad, Routed, Router, Ticket};
 
 /// The head's number for one node connection.

@@ -116,6 +116,11 @@ impl Drop for Fleet {
     }
 }
 
+/// Now on tokio's clock, as the router is given it.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -190,12 +195,13 @@ impl Fleet {
             if let Some(oracle) = &self.oracle {
                 lock(oracle).sync(&mut router, &self.keys, &self.engines);
             }
-            let start = Instant::now();
-            let routed = router.route(MODEL, &prompt, &self.keys);
+            // Tokio's clock, so a run on paused time drives the router too.
+            let start = tokio::time::Instant::now();
+            let routed = router.route(MODEL, &prompt, &self.keys, start.into_std());
             (routed.ok_or_else(|| anyhow!("no node to route to"))?, start)
         };
         let finish =
-            |completed: bool| lock(&self.router).finished(routed.ticket.clone(), completed);
+            |completed: bool| lock(&self.router).finished(routed.ticket.clone(), completed, now());
         let node = usize::try_from(routed.node).unwrap_or(usize::MAX);
         let Some(engine) = self.engines.get(node) else {
             finish(false);
@@ -215,7 +221,7 @@ impl Fleet {
                 GenerateEvent::Tokens(ids) => {
                     if ttft.is_none() {
                         ttft = Some(start.elapsed());
-                        lock(&self.router).first_token(&routed.ticket);
+                        lock(&self.router).first_token(&routed.ticket, now());
                     }
                     tokens.extend(ids);
                 }

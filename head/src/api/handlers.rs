@@ -152,7 +152,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl axum::response::Into
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        crate::metrics::render(&state.fleet),
+        super::metrics_page::render(&state.fleet),
     )
 }
 

@@ -1,6 +1,8 @@
 //! Operator actions on connected nodes: drain and revoke.
 
-use super::{registry::NodeEntry, Fleet, FleetError, NodeLoadSnapshot, NodeSnapshot, NodeState};
+use super::{
+    member, registry::NodeEntry, Fleet, FleetError, NodeLoadSnapshot, NodeSnapshot, NodeState,
+};
 use crate::membership::Refusal;
 use std::{net::SocketAddr, sync::Arc, time::SystemTime};
 use superfluid_link::{control::CLOSE_REFUSED, Fingerprint};
@@ -57,7 +59,7 @@ impl Fleet {
         let entry = self.one(node)?;
         entry.set_draining(true);
         tracing::info!(node = %entry.name, node_id = %entry.node_id, "draining a node: no new generations go there");
-        Ok(entry.snapshot())
+        Ok(self.snapshot(&entry))
     }
 
     /// Sends new generations to a drained node again.
@@ -65,7 +67,7 @@ impl Fleet {
         let entry = self.one(node)?;
         entry.set_draining(false);
         tracing::info!(node = %entry.name, node_id = %entry.node_id, "node takes new generations again");
-        Ok(entry.snapshot())
+        Ok(self.snapshot(&entry))
     }
 
     /// Revokes the key of the node with this id, name or fingerprint (a
@@ -99,9 +101,10 @@ impl Fleet {
         let mut closed = Vec::new();
         for entry in self.registry().with_key(&fingerprint) {
             entry.set_draining(true);
-            closed.push(entry.snapshot());
+            closed.push(self.snapshot(&entry));
             entry.connection.close(CLOSE_REFUSED, reason.as_bytes());
-            self.registry().remove(&entry.node_id);
+            // Out of the fleet at once, not when its connection task ends.
+            member::leave(self.registry(), self.router(), &entry);
         }
         tracing::warn!(node = %name, %fingerprint, connections = closed.len(), "revoked a node");
         Ok(Revoked {

@@ -1,9 +1,8 @@
-//! The Link F listener: accepts nodes, runs the hello handshake, keeps each
-//! node registered while its connection lives.
+//! The Link F listener: accepts nodes, runs the hello handshake, holds each
+//! node's membership while its connection lives.
 
 use super::{
     registry::{Joining, NodeEntry},
-    remote::lock,
     Fleet,
 };
 use crate::membership::{now_unix, Refusal};
@@ -110,7 +109,6 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
             return;
         }
     };
-    let (key, node_id) = fleet.registry().next_node();
     let name = joining.name.clone();
     let fingerprint = joining.fingerprint;
     let models: Vec<String> = joining
@@ -118,20 +116,11 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
         .iter()
         .map(|m| format!("{} (ctx {}, {} slots)", m.id, m.ctx, m.slots))
         .collect();
-    let unique = fleet.membership().is_some();
-    // The router knows the node before the registry shows it: a request
-    // that finds the node among the candidates can always be routed to it.
-    let slots = joining.models.iter().map(|m| m.slots).sum();
-    lock(fleet.router()).add_node(key, slots);
-    let entry = match fleet.registry().register(
-        (key, node_id.clone()),
-        joining,
-        fleet.models(),
-        unique,
-    ) {
-        Ok(entry) => entry,
+    // From here until `member` is dropped, on whatever path this returns,
+    // the node is in the registry and the router.
+    let member = match fleet.join(joining) {
+        Ok(member) => member,
         Err(taken) => {
-            lock(fleet.router()).remove_node(key);
             let refusal = Refusal::Duplicate {
                 fingerprint,
                 node_id: taken.node_id,
@@ -145,14 +134,14 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
             return;
         }
     };
+    let entry = member.entry();
+    let node_id = entry.node_id.clone();
     let welcome = HeadReply::Welcome {
         version: PROTOCOL_VERSION,
         node_id: node_id.clone(),
     };
     if let Err(e) = write_frame(&mut send, &welcome).await {
         tracing::warn!(%from, error = %e, "could not welcome a node");
-        fleet.registry().remove(&node_id);
-        lock(fleet.router()).remove_node(key);
         return;
     }
     if let Some(reason) = &entry.ineligible {
@@ -160,11 +149,9 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
     }
     tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
     let heartbeat = tokio::spawn(superfluid_link::control::send_heartbeats(send));
-    let reason = control_loop(&fleet, &conn, recv, &entry).await;
+    let reason = control_loop(&fleet, &conn, recv, entry).await;
     heartbeat.abort();
-    fleet.registry().remove(&node_id);
-    // Its cache is gone with it: the index forgets every block it held.
-    lock(fleet.router()).remove_node(key);
+    drop(member);
     tracing::info!(node = %name, %node_id, %reason, "node left");
 }
 
@@ -246,11 +233,11 @@ async fn control_loop(
         match read_frame::<ControlMsg>(&mut recv).await {
             Ok(Some(ControlMsg::Heartbeat)) => entry.heartbeat(),
             Ok(Some(ControlMsg::Kv(update))) => {
-                lock(fleet.router()).apply_kv(entry.key, &update);
+                fleet.router().lock().apply_kv(entry.key, &update);
             }
             Ok(Some(ControlMsg::Load(report))) => {
                 entry.heartbeat();
-                lock(fleet.router()).apply_load(entry.key, &report);
+                fleet.router().lock().apply_load(entry.key, &report);
             }
             Ok(None) => {
                 conn.close(CLOSE_NORMAL, b"the node ended its control stream");

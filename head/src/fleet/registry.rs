@@ -3,7 +3,7 @@
 use std::{
     net::SocketAddr,
     sync::{
-        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc, Mutex, MutexGuard,
     },
     time::{Duration, SystemTime},
@@ -50,7 +50,7 @@ pub struct NodeSnapshot {
     pub models: Vec<ModelDescription>,
     /// When it connected.
     pub connected_since: SystemTime,
-    /// Generations running on it now.
+    /// Generations running on it now: the router's open tickets there.
     pub in_flight: u32,
     /// Generations it finished since it connected.
     pub served: u64,
@@ -129,7 +129,6 @@ pub(crate) struct NodeEntry {
     draining: AtomicBool,
     /// Milliseconds since the Unix epoch of the last heartbeat.
     last_heartbeat_ms: AtomicU64,
-    in_flight: AtomicU32,
     served: AtomicU64,
 }
 
@@ -155,7 +154,14 @@ impl NodeEntry {
         self.draining.store(draining, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self) -> NodeSnapshot {
+    /// Records that a generation finished on the node.
+    pub(crate) fn served(&self) {
+        self.served.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The node as listings show it, with `in_flight` generations (the
+    /// router's count) and the load of a node nothing is known of yet.
+    pub(crate) fn snapshot(&self, in_flight: u32) -> NodeSnapshot {
         NodeSnapshot {
             node_id: self.node_id.clone(),
             name: self.name.clone(),
@@ -163,7 +169,7 @@ impl NodeEntry {
             address: self.address,
             models: self.models.clone(),
             connected_since: self.connected_since,
-            in_flight: self.in_flight.load(Ordering::Relaxed),
+            in_flight,
             served: self.served.load(Ordering::Relaxed),
             state: if self.draining.load(Ordering::Relaxed) {
                 NodeState::Draining
@@ -192,36 +198,6 @@ impl NodeEntry {
             .iter()
             .find(|m| m.id == model)
             .map(|m| m.slots.max(1))
-    }
-}
-
-/// Counts one generation as in flight on a node until dropped.
-#[derive(Debug)]
-pub(crate) struct InFlight {
-    node: Arc<NodeEntry>,
-}
-
-impl InFlight {
-    /// Counts one more generation in flight on `node`.
-    pub(crate) fn new(node: Arc<NodeEntry>) -> Self {
-        node.in_flight.fetch_add(1, Ordering::Relaxed);
-        Self { node }
-    }
-
-    /// The node running the generation.
-    pub(crate) fn node(&self) -> &Arc<NodeEntry> {
-        &self.node
-    }
-
-    /// Records that the generation finished on the node.
-    pub(crate) fn served(self) {
-        self.node.served.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.node.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -292,7 +268,6 @@ impl Registry {
             ineligible,
             draining: AtomicBool::new(false),
             last_heartbeat_ms: AtomicU64::new(unix_ms(now)),
-            in_flight: AtomicU32::new(0),
             served: AtomicU64::new(0),
         });
         let mut nodes = self.lock();
@@ -345,7 +320,9 @@ impl Registry {
             .collect()
     }
 
-    /// Removes the node with this id, if still registered.
+    /// Removes the node with this id, if still registered. A node leaves
+    /// the fleet through `fleet/member.rs`, which also takes it out of the
+    /// router.
     pub(crate) fn remove(&self, node_id: &str) {
         self.lock().retain(|n| n.node_id != node_id);
     }
@@ -394,8 +371,8 @@ impl Registry {
             .min()
     }
 
-    /// A snapshot of every connected node with its key, oldest first.
-    pub(crate) fn snapshot(&self) -> Vec<(NodeKey, NodeSnapshot)> {
-        self.lock().iter().map(|n| (n.key, n.snapshot())).collect()
+    /// Every connected node, oldest first.
+    pub(crate) fn entries(&self) -> Vec<Arc<NodeEntry>> {
+        self.lock().clone()
     }
 }

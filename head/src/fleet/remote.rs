@@ -1,7 +1,9 @@
 //! One generation on one node: the Link F stream, and the bookkeeping that
-//! ends with it (in-flight counts, the router's ticket, metrics).
+//! ends with it (the router's ticket, which counts it in flight; the node's
+//! served count; metrics).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::time::Instant;
 
 use superfluid_link::{
     control::{STREAM_BAD_FRAME, STREAM_CANCELLED, STREAM_NODE_STOPPING},
@@ -10,22 +12,16 @@ use superfluid_link::{
 };
 use superfluid_proto::{GenerateEvent, GenerateRequest};
 
-use super::registry::InFlight;
-use super::FleetError;
+use super::error::FleetError;
+use super::registry::NodeEntry;
+use super::shared_router::SharedRouter;
 use crate::metrics::Metrics;
-use crate::routing::{Router, Ticket};
-
-/// Locks the router; a panic elsewhere while it was held leaves it usable.
-pub(crate) fn lock(router: &Mutex<Router>) -> MutexGuard<'_, Router> {
-    router
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use crate::routing::Ticket;
 
 /// The router's record of one dispatched generation, returned when it ends.
 #[derive(Debug)]
 pub(crate) struct Routing {
-    pub(crate) router: Arc<Mutex<Router>>,
+    pub(crate) router: SharedRouter,
     pub(crate) ticket: Option<Ticket>,
     pub(crate) metrics: Arc<Metrics>,
 }
@@ -33,15 +29,20 @@ pub(crate) struct Routing {
 impl Routing {
     fn first_token(&mut self) {
         if let Some(ticket) = self.ticket.as_mut() {
-            lock(&self.router).first_token(ticket);
+            self.router.lock().first_token(ticket, now());
         }
     }
 
     fn finished(&mut self, completed: bool) {
         if let Some(ticket) = self.ticket.take() {
-            lock(&self.router).finished(ticket, completed);
+            self.router.lock().finished(ticket, completed, now());
         }
     }
+}
+
+/// Now, on tokio's clock where it runs (so paused time reaches the router).
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 impl Drop for Routing {
@@ -52,11 +53,10 @@ impl Drop for Routing {
 
 /// Opens a stream to the node and writes the request; on failure, the node's id and the error.
 pub(crate) async fn dispatch(
-    in_flight: InFlight,
+    node: Arc<NodeEntry>,
     routing: Routing,
     request: &GenerateRequest,
 ) -> Result<RemoteGeneration, (String, FleetError)> {
-    let node = in_flight.node().clone();
     let lost = |e: LinkError| {
         let error = FleetError::NodeLost {
             node: node.name.clone(),
@@ -76,9 +76,9 @@ pub(crate) async fn dispatch(
     Ok(RemoteGeneration {
         node_name: node.name.clone(),
         node_id: node.node_id.clone(),
+        node,
         send,
         recv,
-        in_flight: Some(in_flight),
         routing,
         first_token: false,
         ended: false,
@@ -93,10 +93,11 @@ pub struct RemoteGeneration {
     pub node_name: String,
     /// That node's id, unique in the fleet.
     pub node_id: String,
+    node: Arc<NodeEntry>,
     send: SendStream,
     recv: RecvStream,
-    /// Counts the generation as in flight until it ends or is dropped.
-    in_flight: Option<InFlight>,
+    /// Holds the router's ticket, which counts the generation in flight
+    /// until it ends or is dropped.
     routing: Routing,
     first_token: bool,
     /// A final event was received, or the stream failed.
@@ -154,21 +155,17 @@ impl RemoteGeneration {
             self.routing.metrics.record_failed();
         }
         self.routing.finished(served);
-        if let Some(in_flight) = self.in_flight.take() {
-            if served {
-                in_flight.served();
-            }
+        if served {
+            self.node.served();
         }
     }
 
     /// The node turned the generation away because it is stopping: route
     /// nothing more to it while it finishes its running generations.
     fn node_stopping(&self) {
-        if let Some(in_flight) = &self.in_flight {
-            let node = in_flight.node();
-            node.set_draining(true);
-            tracing::info!(node = %node.name, node_id = %node.node_id, "the node is stopping: no new generations go there");
-        }
+        let node = &self.node;
+        node.set_draining(true);
+        tracing::info!(node = %node.name, node_id = %node.node_id, "the node is stopping: no new generations go there");
     }
 
     fn lost(&self, reason: String) -> FleetError {
@@ -181,7 +178,7 @@ impl RemoteGeneration {
 
 impl Drop for RemoteGeneration {
     fn drop(&mut self) {
-        if self.in_flight.is_some() {
+        if !self.ended {
             // Still running on the node (or the caller gave up early): cancel it.
             let _ = self.send.reset(STREAM_CANCELLED);
             let _ = self.recv.stop(STREAM_CANCELLED);

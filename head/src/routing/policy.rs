@@ -26,7 +26,8 @@
 //!   others decode), hence the larger of them.
 //! - A rate the node has not measured yet is the median of the rates the
 //!   other candidates measured, or with none measured,
-//!   [`DEFAULT_PREFILL_TOKENS_PER_SEC`] and [`DEFAULT_DECODE_TOKENS_PER_SEC`].
+//!   [`super::DEFAULT_PREFILL_TOKENS_PER_SEC`] and
+//!   [`super::DEFAULT_DECODE_TOKENS_PER_SEC`].
 //!   An unknown mean decoding time is 128 tokens at the decode rate.
 //!
 //! `least-ttft` picks the node with the lowest cost, the prediction with
@@ -52,18 +53,11 @@
 //! took the median TTFT down by about 6 % and left the tail as it was).
 
 use super::index::{BlockIndex, Match};
-use super::predict::Rates;
-use super::NodeKey;
+use super::predict::{NodeView, Rates};
 use std::fmt;
 use std::str::FromStr;
 use superfluid_proto::{BlockHash, BLOCK_TOKENS};
 
-/// Prompt tokens per second assumed before any node has measured its own
-/// (SmolLM2-135M on two CPU cores).
-pub const DEFAULT_PREFILL_TOKENS_PER_SEC: f64 = 330.0;
-/// Tokens per second of one stream assumed before any node has measured its
-/// own (SmolLM2-135M on two CPU cores).
-pub const DEFAULT_DECODE_TOKENS_PER_SEC: f64 = 165.0;
 /// Predictions closer than this fraction of the best are ties.
 const TIE_RELATIVE: f64 = 0.01;
 /// Predictions closer than this fraction of the best are ties when no node
@@ -171,32 +165,6 @@ impl Reason {
             Reason::Random => "random",
         }
     }
-}
-
-/// One candidate node as routing sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeView {
-    /// The node.
-    pub key: NodeKey,
-    /// Sequences its engine runs at once (0 is read as 1).
-    pub slots: u32,
-    /// Generations sent to it that have not finished.
-    pub in_flight: u32,
-    /// Uncached prompt tokens of generations sent to it that have not
-    /// produced a first token.
-    pub pending_prefill_tokens: u64,
-    /// Measured prompt tokens per second; 0 if unknown.
-    pub prefill_tokens_per_sec: f64,
-    /// Measured tokens per second of one stream; 0 if unknown.
-    pub decode_tokens_per_sec: f64,
-    /// Measured mean time from a generation's first token to its last; 0
-    /// if unknown.
-    pub mean_decode_secs: f64,
-    /// How long each generation sent to it that has produced its first
-    /// token has been decoding, in seconds. The others in flight are
-    /// prefilling or queued. Only read while every slot is taken, so the
-    /// router fills it only then.
-    pub decoding_secs: Vec<f64>,
 }
 
 /// The generation to route.

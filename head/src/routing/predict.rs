@@ -1,7 +1,41 @@
 //! The time-to-first-token prediction behind least-ttft (the model is
-//! documented in [`super::policy`]).
+//! documented in [`super::policy`]), and the view of a candidate node it
+//! predicts from.
 
-use super::policy::{NodeView, DEFAULT_DECODE_TOKENS_PER_SEC, DEFAULT_PREFILL_TOKENS_PER_SEC};
+use super::NodeKey;
+
+/// Prompt tokens per second assumed before any node has measured its own
+/// (SmolLM2-135M on two CPU cores).
+pub const DEFAULT_PREFILL_TOKENS_PER_SEC: f64 = 330.0;
+/// Tokens per second of one stream assumed before any node has measured its
+/// own (SmolLM2-135M on two CPU cores).
+pub const DEFAULT_DECODE_TOKENS_PER_SEC: f64 = 165.0;
+
+/// One candidate node as routing sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    /// The node.
+    pub key: NodeKey,
+    /// Sequences its engine runs at once (0 is read as 1).
+    pub slots: u32,
+    /// Generations sent to it that have not finished.
+    pub in_flight: u32,
+    /// Uncached prompt tokens of generations sent to it that have not
+    /// produced a first token.
+    pub pending_prefill_tokens: u64,
+    /// Measured prompt tokens per second; 0 if unknown.
+    pub prefill_tokens_per_sec: f64,
+    /// Measured tokens per second of one stream; 0 if unknown.
+    pub decode_tokens_per_sec: f64,
+    /// Measured mean time from a generation's first token to its last; 0
+    /// if unknown.
+    pub mean_decode_secs: f64,
+    /// How long each generation sent to it that has produced its first
+    /// token has been decoding, in seconds. The others in flight are
+    /// prefilling or queued. Only read while every slot is taken, so the
+    /// router fills it only then.
+    pub decoding_secs: Vec<f64>,
+}
 
 /// Generated tokens assumed per generation when a node has no measured mean
 /// decoding time.

@@ -3,9 +3,14 @@
 //! The router is not shared by itself; the head wraps it in a mutex. Every
 //! generation it routes is recorded on its node until its [`Ticket`] is
 //! finished: that is the load [`super::route`] predicts from.
+//!
+//! The router never reads the clock: each entry point that records a moment
+//! takes it as `now` (as quinn-proto does), so tests and simulations drive
+//! it on their own time.
 
 use super::index::BlockIndex;
-use super::policy::{route, NodeView, Reason, RoutePolicy, RouteRequest, RouterState};
+use super::policy::{route, Reason, RoutePolicy, RouteRequest, RouterState};
+use super::predict::NodeView;
 use super::NodeKey;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -54,9 +59,10 @@ impl Ticket {
         self.uncached_tokens
     }
 
-    /// Time since the generation was dispatched.
-    pub fn elapsed(&self) -> Duration {
-        self.dispatched.elapsed()
+    /// Time from the generation's dispatch to `now` (zero if `now` is
+    /// earlier).
+    pub fn elapsed(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.dispatched)
     }
 }
 
@@ -247,10 +253,15 @@ impl Router {
 
     /// Picks a node among `candidates` (keys not added are skipped) for a
     /// generation of `model` with token ids `prompt`, and records it as in
-    /// flight there. `None` if no candidate is known.
-    pub fn route(&mut self, model: &str, prompt: &[u32], candidates: &[NodeKey]) -> Option<Routed> {
+    /// flight there, dispatched at `now`. `None` if no candidate is known.
+    pub fn route(
+        &mut self,
+        model: &str,
+        prompt: &[u32],
+        candidates: &[NodeKey],
+        now: Instant,
+    ) -> Option<Routed> {
         let blocks = block_hashes(model_seed(model), prompt);
-        let now = Instant::now();
         let views: Vec<NodeView> = candidates
             .iter()
             .filter_map(|&key| self.nodes.get(&key).map(|r| r.view(key, now)))
@@ -283,28 +294,30 @@ impl Router {
                 node: key,
                 id,
                 uncached_tokens: uncached,
-                dispatched: Instant::now(),
+                dispatched: now,
             },
         })
     }
 
-    /// The generation produced its first token: its prompt no longer
-    /// delays its node's queue. Calling it again for a ticket does nothing.
-    pub fn first_token(&mut self, ticket: &Ticket) {
+    /// The generation produced its first token at `now`: its prompt no
+    /// longer delays its node's queue. Calling it again for a ticket does
+    /// nothing.
+    pub fn first_token(&mut self, ticket: &Ticket, now: Instant) {
         let Some(record) = self.nodes.get_mut(&ticket.node) else {
             return;
         };
         if let Some(open) = record.open.get_mut(&ticket.id) {
             if open.first_token.is_none() {
-                open.first_token = Some(Instant::now());
+                open.first_token = Some(now);
                 record.pending_prefill = record.pending_prefill.saturating_sub(open.uncached);
             }
         }
     }
 
-    /// The generation ended. If it `completed` (it was not cancelled and
-    /// did not fail), the time it held a slot updates the node's mean generation time.
-    pub fn finished(&mut self, ticket: Ticket, completed: bool) {
+    /// The generation ended at `now`. If it `completed` (it was not
+    /// cancelled and did not fail), the time it held a slot updates the
+    /// node's mean generation time.
+    pub fn finished(&mut self, ticket: Ticket, completed: bool, now: Instant) {
         let Some(record) = self.nodes.get_mut(&ticket.node) else {
             return;
         };
@@ -323,10 +336,16 @@ impl Router {
                 / record
                     .prefill_rate
                     .unwrap_or(super::DEFAULT_PREFILL_TOKENS_PER_SEC);
-            let decode = first_token.elapsed().as_secs_f64();
+            let decode = now.saturating_duration_since(first_token).as_secs_f64();
             record.mean_generation_secs = Some(ewma(record.mean_generation_secs, decode + prefill));
             record.mean_decode_secs = Some(ewma(record.mean_decode_secs, decode));
         }
+    }
+
+    /// Generations routed to `key` and not finished (0 for a node not
+    /// added).
+    pub fn in_flight(&self, key: NodeKey) -> u32 {
+        self.nodes.get(&key).map_or(0, NodeRecord::in_flight)
     }
 
     /// Every node's load, ordered by key.

@@ -1,7 +1,16 @@
 //! The router's bookkeeping of nodes, blocks and generations in flight.
 
 use super::{Reason, RoutePolicy, Router};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 use superfluid_proto::{block_hashes, model_seed, KvEvent, KvUpdate, LoadReport, BLOCK_TOKENS};
+
+/// `ms` milliseconds after one fixed instant: the router's clock in these
+/// tests.
+fn at(ms: u64) -> Instant {
+    static START: OnceLock<Instant> = OnceLock::new();
+    *START.get_or_init(Instant::now) + Duration::from_millis(ms)
+}
 
 fn prompt(tokens: usize) -> Vec<u32> {
     (0..tokens as u32)
@@ -37,7 +46,7 @@ fn routing_records_the_generation_until_it_finishes() {
     let p = prompt(4 * BLOCK_TOKENS + 10);
     router.apply_kv(1, &stored("m", 1, &p[..2 * BLOCK_TOKENS]));
 
-    let routed = router.route("m", &p, &[1]).unwrap();
+    let routed = router.route("m", &p, &[1], at(0)).unwrap();
     assert_eq!(
         (routed.node, routed.slot, routed.reason),
         (1, Some(1), Reason::Warm)
@@ -49,15 +58,15 @@ fn routing_records_the_generation_until_it_finishes() {
     assert_eq!((load.in_flight, load.pending_prefill_tokens), (1, uncached));
     assert_eq!(load.indexed_blocks, 2);
 
-    let second = router.route("m", &p, &[1]).unwrap();
+    let second = router.route("m", &p, &[1], at(0)).unwrap();
     assert_eq!(router.nodes()[0].in_flight, 2);
     assert_eq!(router.nodes()[0].pending_prefill_tokens, 2 * uncached);
 
-    router.first_token(&routed.ticket);
-    router.first_token(&routed.ticket);
+    router.first_token(&routed.ticket, at(0));
+    router.first_token(&routed.ticket, at(0));
     assert_eq!(router.nodes()[0].pending_prefill_tokens, uncached);
-    router.finished(routed.ticket.clone(), true);
-    router.finished(routed.ticket.clone(), true);
+    router.finished(routed.ticket.clone(), true, at(0));
+    router.finished(routed.ticket.clone(), true, at(0));
     let load = &router.nodes()[0];
     assert_eq!((load.in_flight, load.pending_prefill_tokens), (1, uncached));
     assert!(load.mean_generation_secs.is_some());
@@ -65,12 +74,12 @@ fn routing_records_the_generation_until_it_finishes() {
     // Finished without a first token: its prompt leaves the queue too, and
     // a cancelled generation does not count towards the mean.
     let mean = router.nodes()[0].mean_generation_secs;
-    router.finished(second.ticket, false);
+    router.finished(second.ticket, false, at(0));
     let load = &router.nodes()[0];
     assert_eq!((load.in_flight, load.pending_prefill_tokens), (0, 0));
     assert_eq!(load.mean_generation_secs, mean);
 
-    let third = router.route("m", &p, &[1]).unwrap();
+    let third = router.route("m", &p, &[1], at(0)).unwrap();
     assert_eq!(third.ticket.node(), 1);
     assert_eq!(router.nodes()[0].in_flight, 1);
 }
@@ -86,12 +95,12 @@ fn a_removed_node_is_forgotten_and_its_tickets_are_harmless() {
 
     // Node 7 holds the whole prompt but is not a candidate.
     for _ in 0..4 {
-        let r = router.route("m", &p, &[8]).unwrap();
+        let r = router.route("m", &p, &[8], at(0)).unwrap();
         assert_eq!((r.node, r.reason, r.cached_tokens), (8, Reason::Cold, 0));
-        router.finished(r.ticket, true);
+        router.finished(r.ticket, true, at(0));
     }
 
-    let ticket = router.route("m", &p, &[7, 8]).unwrap().ticket;
+    let ticket = router.route("m", &p, &[7, 8], at(0)).unwrap().ticket;
     assert_eq!(ticket.node(), 7);
     router.remove_node(7);
     assert_eq!(router.index().node_blocks(7), 0);
@@ -100,9 +109,9 @@ fn a_removed_node_is_forgotten_and_its_tickets_are_harmless() {
 
     // The same key back again: the old ticket does not touch its new load.
     router.add_node(7, 4);
-    let fresh = router.route("m", &p, &[7]).unwrap();
-    router.first_token(&ticket);
-    router.finished(ticket, true);
+    let fresh = router.route("m", &p, &[7], at(0)).unwrap();
+    router.first_token(&ticket, at(0));
+    router.finished(ticket, true, at(0));
     let load = router.nodes().into_iter().find(|l| l.key == 7).unwrap();
     assert_eq!(load.in_flight, 1);
     assert_eq!(load.pending_prefill_tokens, fresh.ticket.uncached_tokens());
@@ -117,9 +126,9 @@ fn unknown_nodes_are_skipped_and_ignored() {
     router.apply_load(3, &report(100.0, 10.0));
     assert!(router.index().is_empty());
     assert!(router.nodes().is_empty());
-    assert!(router.route("m", &p, &[3]).is_none());
+    assert!(router.route("m", &p, &[3], at(0)).is_none());
     router.add_node(4, 1);
-    assert_eq!(router.route("m", &p, &[3, 4, 5]).unwrap().node, 4);
+    assert_eq!(router.route("m", &p, &[3, 4, 5], at(0)).unwrap().node, 4);
 }
 
 #[test]
@@ -155,7 +164,7 @@ fn the_router_spreads_equal_nodes_and_prefers_the_fast_one() {
     }
     let p = prompt(64);
     let mut nodes: Vec<u64> = (0..3)
-        .map(|_| router.route("m", &p, &[1, 2, 3]).unwrap().node)
+        .map(|_| router.route("m", &p, &[1, 2, 3], at(0)).unwrap().node)
         .collect();
     nodes.sort_unstable();
     assert_eq!(nodes, [1, 2, 3]);
@@ -165,7 +174,7 @@ fn the_router_spreads_equal_nodes_and_prefers_the_fast_one() {
     router.add_node(2, 4);
     router.apply_load(2, &report(3000.0, 100.0));
     router.apply_load(1, &report(300.0, 100.0));
-    let r = router.route("m", &prompt(1000), &[1, 2]).unwrap();
+    let r = router.route("m", &prompt(1000), &[1, 2], at(0)).unwrap();
     assert_eq!((r.node, r.reason), (2, Reason::Cold));
     router.set_policy(RoutePolicy::Random);
     assert_eq!(router.policy(), RoutePolicy::Random);
@@ -177,21 +186,48 @@ fn the_mean_generation_time_leaves_out_time_spent_queued() {
     router.add_node(1, 1);
     // 1000 tokens/s: a 100-token prompt holds the slot 0.1 s for its prefill.
     router.apply_load(1, &report(1000.0, 100.0));
-    let routed = router.route("m", &prompt(100), &[1]).unwrap();
-    // Queued on the node, then its first token, then done at once.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    router.first_token(&routed.ticket);
-    router.finished(routed.ticket, true);
-    let mean = router.nodes()[0].mean_generation_secs.unwrap();
-    assert!(
-        (0.1..0.25).contains(&mean),
-        "prefill (0.1 s) and decoding, not the 0.3 s queued: {mean}"
-    );
+    let routed = router.route("m", &prompt(100), &[1], at(0)).unwrap();
+    // Queued on the node for 0.3 s, then its first token, then done at once.
+    router.first_token(&routed.ticket, at(300));
+    router.finished(routed.ticket, true, at(300));
+    let load = &router.nodes()[0];
+    assert_eq!(load.mean_generation_secs, Some(0.1));
+    assert_eq!(load.mean_decode_secs, Some(0.0));
 
     // A generation that ends without a first token (or is cancelled)
     // leaves the mean alone.
-    let routed = router.route("m", &prompt(100), &[1]).unwrap();
-    router.finished(routed.ticket, true);
-    assert_eq!(router.nodes()[0].mean_generation_secs, Some(mean));
+    let routed = router.route("m", &prompt(100), &[1], at(400)).unwrap();
+    router.finished(routed.ticket, true, at(900));
+    assert_eq!(router.nodes()[0].mean_generation_secs, Some(0.1));
     assert_eq!(router.nodes()[0].in_flight, 0);
+}
+
+#[test]
+fn decoding_time_runs_from_the_first_token_to_the_end_on_the_callers_clock() {
+    let mut router = Router::new(RoutePolicy::LeastTtft, 1);
+    router.add_node(1, 1);
+    router.apply_load(1, &report(1000.0, 100.0));
+    let routed = router.route("m", &prompt(100), &[1], at(1000)).unwrap();
+    assert_eq!(routed.ticket.elapsed(at(1250)), Duration::from_millis(250));
+    assert_eq!(routed.ticket.elapsed(at(0)), Duration::ZERO);
+    router.first_token(&routed.ticket, at(1200));
+    // A second first token does not move the first one.
+    router.first_token(&routed.ticket, at(1400));
+    router.finished(routed.ticket, true, at(1700));
+    // 0.5 s decoding and the prefill's 0.1 s; the 0.2 s queued is not counted.
+    let first = 0.5 + 0.1;
+    let load = &router.nodes()[0];
+    assert_eq!(load.mean_decode_secs, Some(0.5));
+    assert_eq!(load.mean_generation_secs, Some(first));
+
+    // The next completed generation moves both means by a fifth of the way.
+    let routed = router.route("m", &prompt(100), &[1], at(2000)).unwrap();
+    router.first_token(&routed.ticket, at(2000));
+    router.finished(routed.ticket, true, at(3000));
+    let load = &router.nodes()[0];
+    assert_eq!(load.mean_decode_secs, Some(0.5 + 0.2 * (1.0 - 0.5)));
+    assert_eq!(
+        load.mean_generation_secs,
+        Some(first + 0.2 * ((1.0 + 0.1) - first))
+    );
 }
