@@ -19,6 +19,8 @@ pub mod unsupported;
 #[cfg(test)]
 mod flow_tests;
 #[cfg(test)]
+mod node_failure_tests;
+#[cfg(test)]
 mod node_tests;
 #[cfg(test)]
 mod tests;

@@ -231,7 +231,7 @@ impl Fleet {
                         ),
                     });
                 }
-                GenerateEvent::Failed { message } => {
+                GenerateEvent::Failed { message, .. } => {
                     finish(false);
                     bail!("the generation failed: {message}");
                 }

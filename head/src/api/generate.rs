@@ -86,6 +86,9 @@ pub struct Generation {
     started: Instant,
     seen_first_token: bool,
     span: Span,
+    /// The request field the prompt came from, named when a node finds
+    /// the prompt at fault.
+    param: &'static str,
     /// The node serving it.
     pub node: String,
 }
@@ -137,6 +140,7 @@ impl Generation {
             Generation::from_source(Box::new(remote), codec, &params.stop, len, node, span);
         generation.started = started;
         generation.retry = Some(retry);
+        generation.param = param;
         Ok(generation)
     }
 
@@ -164,6 +168,7 @@ impl Generation {
             started: Instant::now(),
             seen_first_token: false,
             span,
+            param: "prompt",
             node,
         }
     }
@@ -224,9 +229,13 @@ impl Generation {
                         return Ok(Step::Text(rest));
                     }
                 }
-                Some(GenerateEvent::Failed { message }) => {
+                Some(GenerateEvent::Failed { kind, message }) => {
                     self.remote = None;
-                    return Err(ApiError::Generation { message });
+                    return Err(ApiError::NodeFailed {
+                        kind,
+                        message,
+                        param: self.param,
+                    });
                 }
                 None => {
                     self.remote = None;

@@ -7,7 +7,7 @@ use superfluid_link::{
     quinn::{RecvStream, SendStream},
     read_frame, write_frame, LinkError,
 };
-use superfluid_proto::{GenerateEvent, GenerateRequest};
+use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest};
 
 /// The longest a finished stream waits for the head to acknowledge its
 /// last event.
@@ -42,6 +42,7 @@ pub(super) async fn serve_stream(
         Ok(generation) => generation,
         Err(err) => {
             let failed = GenerateEvent::Failed {
+                kind: err.failure_kind(),
                 message: err.to_string(),
             };
             if write_frame(&mut send, &failed).await.is_ok() {
@@ -69,6 +70,7 @@ pub(super) async fn serve_stream(
             event = generation.events.recv() => event,
         };
         let event = event.unwrap_or_else(|| GenerateEvent::Failed {
+            kind: FailureKind::Stopped,
             message: "the engine stopped mid-generation".into(),
         });
         let last = !matches!(event, GenerateEvent::Tokens(_));

@@ -8,7 +8,7 @@ use crate::{credential::Credential, engine::Engine};
 use std::{net::SocketAddr, sync::Arc};
 use superfluid_link::{
     connect,
-    control::HELLO_TIMEOUT,
+    control::{version_mismatch_reason, HELLO_TIMEOUT},
     quinn::{self, RecvStream, SendStream},
     read_frame, write_frame, LinkError,
 };
@@ -167,6 +167,13 @@ async fn hello(
         Err(_) => return Err(LinkError::Connection(quinn::ConnectionError::TimedOut)),
     };
     match reply {
+        // A head that does not check versions itself may welcome a node it
+        // cannot talk to; leave it rather than misread its frames.
+        Ok(Some(HeadReply::Welcome { version, .. })) if version != PROTOCOL_VERSION => {
+            let reason = version_mismatch_reason(version, PROTOCOL_VERSION);
+            conn.close(superfluid_link::control::CLOSE_PROTOCOL, reason.as_bytes());
+            Ok(Err(reason))
+        }
         Ok(Some(HeadReply::Welcome { version, node_id })) => {
             tracing::info!(head = %addr, %node_id, head_version = version, model = %hello.models[0].id, "joined the fleet");
             Ok(Ok((send, recv)))

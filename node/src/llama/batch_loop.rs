@@ -10,7 +10,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::vocab::LlamaVocab;
-use superfluid_proto::{FinishReason, GenerateEvent, GenerateRequest, Outcome};
+use superfluid_proto::{FailureKind, FinishReason, GenerateEvent, GenerateRequest, Outcome};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::sampler::Picker;
@@ -225,7 +225,10 @@ impl<'m> Batcher<'m> {
                 "token {bad} is not in the model's vocabulary of {} tokens",
                 self.n_vocab
             );
-            let _ = job.events.send(GenerateEvent::Failed { message });
+            let _ = job.events.send(GenerateEvent::Failed {
+                kind: FailureKind::InvalidToken,
+                message,
+            });
             return None;
         }
         if job.request.max_tokens == 0 {
@@ -386,6 +389,7 @@ impl<'m> Batcher<'m> {
                 continue;
             }
             let _ = running.events.send(GenerateEvent::Failed {
+                kind: FailureKind::Engine,
                 message: message.to_owned(),
             });
             slot.running = None;
