@@ -121,8 +121,16 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
     let unique = fleet.membership().is_some();
     // The router knows the node before the registry shows it: a request
     // that finds the node among the candidates can always be routed to it.
-    let slots = joining.models.iter().map(|m| m.slots).sum();
-    lock(fleet.router()).add_node(key, slots);
+    // Saturating: the counts are the node's word, and may add up past u32.
+    let slots = joining
+        .models
+        .iter()
+        .fold(0u32, |sum, m| sum.saturating_add(m.slots));
+    {
+        let mut router = lock(fleet.router());
+        router.add_node(key, slots);
+        router.describe_node(key, &joining.models);
+    }
     let entry = match fleet.registry().register(
         (key, node_id.clone()),
         joining,

@@ -230,6 +230,28 @@ async fn dropping_the_remote_generation_cancels_on_the_node() {
 }
 
 #[tokio::test]
+async fn a_node_describing_more_slots_than_fit_in_a_count_is_still_welcomed() {
+    let head = head().await;
+    let huge = |id: &str| ModelDescription {
+        slots: u32::MAX,
+        ..model(id)
+    };
+    let node = stub_node(
+        &head,
+        "big",
+        PROTOCOL_VERSION,
+        vec![huge("a"), huge("b")],
+        Behaviour::Echo,
+    )
+    .await;
+    assert!(
+        matches!(node.reply, HeadReply::Welcome { .. }),
+        "{:?}",
+        node.reply
+    );
+}
+
+#[tokio::test]
 async fn a_node_of_the_previous_protocol_version_is_refused_naming_both() {
     let head = head().await;
     let previous = PROTOCOL_VERSION - 1;
