@@ -5,7 +5,7 @@ use std::sync::Arc;
 use superfluid_link::{
     control::{STREAM_BAD_FRAME, STREAM_CANCELLED},
     quinn::{RecvStream, SendStream},
-    read_frame, write_frame, LinkError,
+    read_frame, write_frame, FrameIoError,
 };
 use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest};
 
@@ -27,7 +27,7 @@ pub(super) async fn serve_stream(
             let _ = send.reset(STREAM_BAD_FRAME);
             return;
         }
-        Err(LinkError::Frame(e)) => {
+        Err(FrameIoError::Frame(e)) => {
             tracing::warn!(error = %e, "bad generation request from the head; closing its stream");
             let _ = recv.stop(STREAM_BAD_FRAME);
             let _ = send.reset(STREAM_BAD_FRAME);
