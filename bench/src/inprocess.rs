@@ -49,7 +49,7 @@ pub async fn complete(
                 tokens += ids.len() as u32;
             }
             GenerateEvent::Finished(_) => break,
-            GenerateEvent::Failed { message } => bail!("generation failed: {message}"),
+            GenerateEvent::Failed { message, .. } => bail!("generation failed: {message}"),
         }
     }
     let first = first.unwrap_or(last);

@@ -28,6 +28,8 @@ pub mod wire;
 #[cfg(test)]
 mod flow_tests;
 #[cfg(test)]
+mod node_failure_tests;
+#[cfg(test)]
 mod node_tests;
 #[cfg(test)]
 mod shape_tests;

@@ -25,7 +25,7 @@ use std::{
 use store::{EnrolledRecord, NonceRecord, RevokedRecord, State};
 use superfluid_link::{
     token::{self, TokenError},
-    Fingerprint, Identity, LinkError,
+    Fingerprint, Identity, IdentityError,
 };
 use superfluid_proto::JoinClaims;
 
@@ -58,7 +58,7 @@ pub enum MembershipError {
     },
     /// The fleet key could not be loaded or made.
     #[error("fleet key: {0}")]
-    Key(#[from] LinkError),
+    Key(#[from] IdentityError),
     /// A token could not be minted.
     #[error("could not mint a join token: {0}")]
     Token(#[from] TokenError),

@@ -22,6 +22,8 @@ mod predict;
 pub mod router;
 
 #[cfg(test)]
+mod index_limit_tests;
+#[cfg(test)]
 mod index_model_tests;
 #[cfg(test)]
 mod index_tests;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::serve::{Listener, ListenerExt};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use superfluid_link::{
-    allow_any, digest::sha256_file, Authorizer, Fingerprint, Identity, LinkError,
+    allow_any, digest::sha256_file, Authorizer, EndpointError, Fingerprint, Identity,
 };
 use superfluid_proto::{model_id_from_path, ModelDescription};
 use tokio::sync::watch;
@@ -76,7 +76,7 @@ pub enum HeadError {
     Codec(#[from] CodecError),
     /// The Link F endpoint could not be set up.
     #[error(transparent)]
-    Link(#[from] LinkError),
+    Link(#[from] EndpointError),
     /// A model file could not be read to compute its sha256.
     #[error(
         "could not read model file {path} to hash it: {source}; check the path and its permissions"

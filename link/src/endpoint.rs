@@ -1,6 +1,6 @@
 //! quinn endpoints for the head (server) and nodes (client).
 
-use crate::{tls, Authorizer, Fingerprint, Identity, LinkError};
+use crate::{tls, Authorizer, DialError, EndpointError, Fingerprint, Identity, PeerIdentityError};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use std::{
     net::{Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -67,14 +67,14 @@ pub fn server_endpoint(
     addr: SocketAddr,
     identity: &Identity,
     authorizer: Authorizer,
-) -> Result<quinn::Endpoint, LinkError> {
+) -> Result<quinn::Endpoint, EndpointError> {
     let tls = tls::server_config(identity, authorizer)?;
-    let crypto = QuicServerConfig::try_from(tls).map_err(LinkError::QuicTls)?;
+    let crypto = QuicServerConfig::try_from(tls).map_err(EndpointError::QuicTls)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     // Nodes reach a head that listens on loopback from this machine only.
     config.transport_config(transport_config(addr.ip().is_loopback()));
     let socket =
-        std::net::UdpSocket::bind(addr).map_err(|source| LinkError::Bind { addr, source })?;
+        std::net::UdpSocket::bind(addr).map_err(|source| EndpointError::Bind { addr, source })?;
     let mut endpoint_config = quinn::EndpointConfig::new(reset_key(identity));
     // Connection ids a restarted head still recognises as its own, so that it
     // answers them with a stateless reset instead of dropping them.
@@ -88,7 +88,7 @@ pub fn server_endpoint(
         socket,
         Arc::new(quinn::TokioRuntime),
     )
-    .map_err(|source| LinkError::Bind { addr, source })
+    .map_err(|source| EndpointError::Bind { addr, source })
 }
 
 /// The key of the head's connection id checks, derived from its identity.
@@ -125,9 +125,9 @@ pub fn client_endpoint(
     head_addr: SocketAddr,
     identity: &Identity,
     head: Fingerprint,
-) -> Result<quinn::Endpoint, LinkError> {
+) -> Result<quinn::Endpoint, EndpointError> {
     let tls = tls::client_config(identity, head)?;
-    let crypto = QuicClientConfig::try_from(tls).map_err(LinkError::QuicTls)?;
+    let crypto = QuicClientConfig::try_from(tls).map_err(EndpointError::QuicTls)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(transport_config(head_addr.ip().is_loopback()));
     let bind: SocketAddr = if head_addr.is_ipv6() {
@@ -135,8 +135,8 @@ pub fn client_endpoint(
     } else {
         (Ipv4Addr::UNSPECIFIED, 0).into()
     };
-    let mut endpoint =
-        quinn::Endpoint::client(bind).map_err(|source| LinkError::Bind { addr: bind, source })?;
+    let mut endpoint = quinn::Endpoint::client(bind)
+        .map_err(|source| EndpointError::Bind { addr: bind, source })?;
     endpoint.set_default_client_config(config);
     Ok(endpoint)
 }
@@ -145,25 +145,25 @@ pub fn client_endpoint(
 pub async fn connect(
     endpoint: &quinn::Endpoint,
     addr: SocketAddr,
-) -> Result<quinn::Connection, LinkError> {
+) -> Result<quinn::Connection, DialError> {
     let connecting = endpoint
         .connect(addr, SERVER_NAME)
-        .map_err(LinkError::Connect)?;
-    connecting.await.map_err(LinkError::Connection)
+        .map_err(DialError::Start)?;
+    connecting.await.map_err(DialError::Handshake)
 }
 
 /// The fingerprint of the key the peer proved it holds during the handshake.
-pub fn peer_fingerprint(connection: &quinn::Connection) -> Result<Fingerprint, LinkError> {
+pub fn peer_fingerprint(connection: &quinn::Connection) -> Result<Fingerprint, PeerIdentityError> {
     let identity = connection
         .peer_identity()
-        .ok_or(LinkError::NoPeerIdentity)?;
+        .ok_or(PeerIdentityError::Missing)?;
     let certs = identity
         .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
-        .map_err(|_| LinkError::NoPeerIdentity)?;
+        .map_err(|_| PeerIdentityError::Missing)?;
     certs
         .first()
         .and_then(Fingerprint::of_certificate)
-        .ok_or(LinkError::NoPeerIdentity)
+        .ok_or(PeerIdentityError::Missing)
 }
 
 #[cfg(test)]

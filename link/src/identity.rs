@@ -4,7 +4,7 @@
 //! ed25519 public key. Certificates are only a wrapper TLS needs; nothing
 //! in them but the key is trusted.
 
-use crate::LinkError;
+use crate::IdentityError;
 use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
@@ -59,10 +59,10 @@ impl fmt::Debug for Fingerprint {
 }
 
 impl FromStr for Fingerprint {
-    type Err = LinkError;
+    type Err = IdentityError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || LinkError::BadFingerprint {
+        let bad = || IdentityError::BadFingerprint {
             input: s.to_owned(),
         };
         let bytes = hex::decode(s.trim()).map_err(|_| bad())?;
@@ -92,20 +92,20 @@ impl fmt::Debug for Identity {
 
 impl Identity {
     /// A new random identity.
-    pub fn generate() -> Result<Self, LinkError> {
+    pub fn generate() -> Result<Self, IdentityError> {
         let key =
-            rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(LinkError::Generate)?;
+            rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(IdentityError::Generate)?;
         Self::from_key_pair(&key)
     }
 
     /// An identity from a PKCS#8 ed25519 key, PEM or DER.
-    pub fn from_pkcs8(bytes: &[u8]) -> Result<Self, LinkError> {
+    pub fn from_pkcs8(bytes: &[u8]) -> Result<Self, IdentityError> {
         Self::parse(bytes, Path::new("<memory>"))
     }
 
     /// Loads the identity key from `path` (PEM or DER PKCS#8).
-    pub fn load(path: &Path) -> Result<Self, LinkError> {
-        let bytes = std::fs::read(path).map_err(|source| LinkError::KeyFile {
+    pub fn load(path: &Path) -> Result<Self, IdentityError> {
+        let bytes = std::fs::read(path).map_err(|source| IdentityError::KeyFile {
             path: path.to_owned(),
             source,
         })?;
@@ -113,8 +113,8 @@ impl Identity {
     }
 
     /// Saves the key as PKCS#8 PEM, readable only by this user (mode 0600).
-    pub fn save(&self, path: &Path) -> Result<(), LinkError> {
-        let io = |source| LinkError::KeyFile {
+    pub fn save(&self, path: &Path) -> Result<(), IdentityError> {
+        let io = |source| IdentityError::KeyFile {
             path: path.to_owned(),
             source,
         };
@@ -134,12 +134,12 @@ impl Identity {
     }
 
     /// Loads the identity at `path`, or generates and saves one if the file does not exist.
-    pub fn load_or_create(path: &Path) -> Result<Self, LinkError> {
+    pub fn load_or_create(path: &Path) -> Result<Self, IdentityError> {
         match std::fs::metadata(path) {
             Ok(_) => Self::load(path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|source| LinkError::KeyFile {
+                    std::fs::create_dir_all(dir).map_err(|source| IdentityError::KeyFile {
                         path: dir.to_owned(),
                         source,
                     })?;
@@ -148,7 +148,7 @@ impl Identity {
                 id.save(path)?;
                 Ok(id)
             }
-            Err(source) => Err(LinkError::KeyFile {
+            Err(source) => Err(IdentityError::KeyFile {
                 path: path.to_owned(),
                 source,
             }),
@@ -190,8 +190,8 @@ impl Identity {
         &self.pem
     }
 
-    fn parse(bytes: &[u8], path: &Path) -> Result<Self, LinkError> {
-        let bad = |reason: String| LinkError::BadKey {
+    fn parse(bytes: &[u8], path: &Path) -> Result<Self, IdentityError> {
+        let bad = |reason: String| IdentityError::BadKey {
             path: PathBuf::from(path),
             reason,
         };
@@ -209,26 +209,27 @@ impl Identity {
         Self::from_key_pair(&key)
     }
 
-    fn from_key_pair(key: &rcgen::KeyPair) -> Result<Self, LinkError> {
+    fn from_key_pair(key: &rcgen::KeyPair) -> Result<Self, IdentityError> {
         let mut params = rcgen::CertificateParams::new(vec!["superfluid".to_owned()])
-            .map_err(LinkError::Generate)?;
+            .map_err(IdentityError::Generate)?;
         params.distinguished_name = rcgen::DistinguishedName::new();
         params
             .distinguished_name
             .push(rcgen::DnType::CommonName, "superfluid");
-        let cert = params.self_signed(key).map_err(LinkError::Generate)?;
+        let cert = params.self_signed(key).map_err(IdentityError::Generate)?;
         let pkcs8 = key.serialize_der();
-        let signer =
-            Ed25519KeyPair::from_pkcs8_maybe_unchecked(&pkcs8).map_err(|e| LinkError::BadKey {
+        let signer = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&pkcs8).map_err(|e| {
+            IdentityError::BadKey {
                 path: PathBuf::from("<memory>"),
                 reason: e.to_string(),
-            })?;
+            }
+        })?;
         let public: [u8; 32] =
             signer
                 .public_key()
                 .as_ref()
                 .try_into()
-                .map_err(|_| LinkError::BadKey {
+                .map_err(|_| IdentityError::BadKey {
                     path: PathBuf::from("<memory>"),
                     reason: "the public key is not 32 bytes".into(),
                 })?;

@@ -30,7 +30,7 @@ pub use discovery::{advertise, find_head, Advertisement, DiscoveryError};
 pub use endpoint::{
     client_endpoint, connect, peer_fingerprint, server_endpoint, transport_config, SERVER_NAME,
 };
-pub use error::LinkError;
+pub use error::{DialError, EndpointError, FrameIoError, IdentityError, PeerIdentityError};
 pub use identity::{Fingerprint, Identity};
 pub use stream::{read_frame, write_frame};
 pub use tls::{allow_any, allow_only, Authorizer};

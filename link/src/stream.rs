@@ -1,49 +1,49 @@
 //! One frame at a time on quinn streams.
 //!
 //! A bad frame (over [`superfluid_proto::MAX_FRAME`], or not decoding) is a
-//! [`LinkError::Frame`]; the caller closes that stream with a reason.
+//! [`FrameIoError::Frame`]; the caller closes that stream with a reason.
 
-use crate::LinkError;
+use crate::FrameIoError;
 use quinn::{ReadExactError, RecvStream, SendStream};
 use serde::{de::DeserializeOwned, Serialize};
 use superfluid_proto::{decode, encode, frame::body_len, LEN_PREFIX};
 
 /// Writes `msg` as one frame.
-pub async fn write_frame<T: Serialize>(send: &mut SendStream, msg: &T) -> Result<(), LinkError> {
+pub async fn write_frame<T: Serialize>(send: &mut SendStream, msg: &T) -> Result<(), FrameIoError> {
     let bytes = encode(msg)?;
-    send.write_all(&bytes).await.map_err(LinkError::Write)
+    send.write_all(&bytes).await.map_err(FrameIoError::Write)
 }
 
 /// Reads one frame; `Ok(None)` when the peer finished the stream cleanly between frames.
 pub async fn read_frame<T: DeserializeOwned>(
     recv: &mut RecvStream,
-) -> Result<Option<T>, LinkError> {
+) -> Result<Option<T>, FrameIoError> {
     let mut prefix = [0u8; LEN_PREFIX];
     match recv.read_exact(&mut prefix).await {
         Ok(()) => {}
         Err(ReadExactError::FinishedEarly(0)) => return Ok(None),
         Err(ReadExactError::FinishedEarly(got)) => {
-            return Err(LinkError::Truncated {
+            return Err(FrameIoError::Truncated {
                 got,
                 want: LEN_PREFIX,
             })
         }
-        Err(ReadExactError::ReadError(e)) => return Err(LinkError::Read(e)),
+        Err(ReadExactError::ReadError(e)) => return Err(FrameIoError::Read(e)),
     }
     let len = body_len(prefix)?;
     let mut body = vec![0u8; len];
     match recv.read_exact(&mut body).await {
         Ok(()) => {}
         Err(ReadExactError::FinishedEarly(got)) => {
-            return Err(LinkError::Truncated { got, want: len })
+            return Err(FrameIoError::Truncated { got, want: len })
         }
-        Err(ReadExactError::ReadError(e)) => return Err(LinkError::Read(e)),
+        Err(ReadExactError::ReadError(e)) => return Err(FrameIoError::Read(e)),
     }
-    decode(&body).map(Some).map_err(LinkError::Frame)
+    decode(&body).map(Some).map_err(FrameIoError::Frame)
 }
 
 /// Writes raw bytes, for tests that play a broken peer.
 #[doc(hidden)]
-pub async fn write_raw(send: &mut SendStream, bytes: &[u8]) -> Result<(), LinkError> {
-    send.write_all(bytes).await.map_err(LinkError::Write)
+pub async fn write_raw(send: &mut SendStream, bytes: &[u8]) -> Result<(), FrameIoError> {
+    send.write_all(bytes).await.map_err(FrameIoError::Write)
 }

@@ -6,7 +6,7 @@
 //! CA or checks host names; both still verify the TLS 1.3 handshake
 //! signature, which proves the peer holds the private key.
 
-use crate::{Fingerprint, Identity, LinkError};
+use crate::{EndpointError, Fingerprint, Identity};
 use rustls::{
     client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
     crypto::{CryptoProvider, WebPkiSupportedAlgorithms},
@@ -180,7 +180,7 @@ impl ServerCertVerifier for PinnedServerVerifier {
 pub fn server_config(
     identity: &Identity,
     authorizer: Authorizer,
-) -> Result<rustls::ServerConfig, LinkError> {
+) -> Result<rustls::ServerConfig, EndpointError> {
     let provider = provider();
     let verifier = Arc::new(AuthorizingClientVerifier {
         authorizer,
@@ -188,10 +188,10 @@ pub fn server_config(
     });
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(LinkError::Tls)?
+        .map_err(EndpointError::Tls)?
         .with_client_cert_verifier(verifier)
         .with_single_cert(vec![identity.certificate()], identity.private_key())
-        .map_err(LinkError::Tls)?;
+        .map_err(EndpointError::Tls)?;
     config.alpn_protocols = vec![superfluid_proto::ALPN.to_vec()];
     Ok(config)
 }
@@ -200,7 +200,7 @@ pub fn server_config(
 pub fn client_config(
     identity: &Identity,
     head: Fingerprint,
-) -> Result<rustls::ClientConfig, LinkError> {
+) -> Result<rustls::ClientConfig, EndpointError> {
     let provider = provider();
     let verifier = Arc::new(PinnedServerVerifier {
         pinned: head,
@@ -208,11 +208,11 @@ pub fn client_config(
     });
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(LinkError::Tls)?
+        .map_err(EndpointError::Tls)?
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_client_auth_cert(vec![identity.certificate()], identity.private_key())
-        .map_err(LinkError::Tls)?;
+        .map_err(EndpointError::Tls)?;
     config.alpn_protocols = vec![superfluid_proto::ALPN.to_vec()];
     Ok(config)
 }

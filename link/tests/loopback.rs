@@ -4,7 +4,7 @@
 use std::{net::SocketAddr, time::Duration};
 use superfluid_link::{
     allow_only, client_endpoint, connect, peer_fingerprint, read_frame, server_endpoint,
-    stream::write_raw, write_frame, Identity, LinkError,
+    stream::write_raw, write_frame, DialError, FrameIoError, Identity,
 };
 use superfluid_proto::{
     FrameError, GenerateEvent, GenerateRequest, NodeHello, Sampling, MAX_FRAME,
@@ -64,10 +64,7 @@ async fn pinned_fingerprint_mismatch_is_refused() {
         }
     });
     let result = within(connect(&client, p.addr)).await;
-    assert!(
-        matches!(result, Err(LinkError::Connection(_))),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(DialError::Handshake(_))), "{result:?}");
 }
 
 #[tokio::test]
@@ -142,7 +139,10 @@ async fn frames_round_trip_over_loopback_quic() {
         .is_none());
 }
 
-async fn read_after_raw(bytes: &[u8], finish: bool) -> Result<Option<GenerateRequest>, LinkError> {
+async fn read_after_raw(
+    bytes: &[u8],
+    finish: bool,
+) -> Result<Option<GenerateRequest>, FrameIoError> {
     let p = pair(true);
     let (head_side, node_side) = connected(&p).await;
     let (mut send, _recv) = node_side.open_bi().await.unwrap();
@@ -159,7 +159,10 @@ async fn oversized_frame_is_an_error_not_a_panic() {
     let prefix = u32::try_from(MAX_FRAME + 1).unwrap().to_be_bytes();
     let result = read_after_raw(&prefix, false).await;
     assert!(
-        matches!(result, Err(LinkError::Frame(FrameError::TooLarge { .. }))),
+        matches!(
+            result,
+            Err(FrameIoError::Frame(FrameError::TooLarge { .. }))
+        ),
         "{result:?}"
     );
 }
@@ -170,7 +173,7 @@ async fn garbage_frame_is_an_error_not_a_panic() {
     bytes.extend([0xff; 5]);
     let result = read_after_raw(&bytes, false).await;
     assert!(
-        matches!(result, Err(LinkError::Frame(FrameError::Decode(_)))),
+        matches!(result, Err(FrameIoError::Frame(FrameError::Decode(_)))),
         "{result:?}"
     );
 }
@@ -181,7 +184,7 @@ async fn stream_ending_inside_a_frame_is_an_error() {
     bytes.extend([1, 2]);
     let result = read_after_raw(&bytes, true).await;
     assert!(
-        matches!(result, Err(LinkError::Truncated { got: 2, want: 10 })),
+        matches!(result, Err(FrameIoError::Truncated { got: 2, want: 10 })),
         "{result:?}"
     );
 }

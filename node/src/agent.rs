@@ -18,9 +18,9 @@ use crate::engine::Engine;
 use drain::Drain;
 pub use drain::DRAIN_GRACE;
 use endpoints::Endpoints;
-use session::{session, Ended};
+use session::{session, Ended, SessionError};
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
-use superfluid_link::{quinn, Fingerprint, Identity, LinkError};
+use superfluid_link::{quinn, DialError, EndpointError, Fingerprint, Identity};
 
 /// Where the head is and who this node is.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ pub struct AgentConfig {
 pub enum AgentError {
     /// The local QUIC endpoint could not be created.
     #[error("could not set up the node's Link F endpoint: {0}")]
-    Setup(#[source] LinkError),
+    Setup(#[source] EndpointError),
     /// No head address was given.
     #[error("no head address to dial; pass the head's Link F address or join with a token that names it")]
     NoHeadAddress,
@@ -171,9 +171,9 @@ async fn serve_heads(
 
 /// Whether the handshake failed because the head's key is not the pinned
 /// one (our verifier refuses it with TLS alert `access_denied`, 49).
-fn is_pin_mismatch(e: &LinkError) -> bool {
+fn is_pin_mismatch(e: &SessionError) -> bool {
     const ACCESS_DENIED: u8 = 49;
-    matches!(e, LinkError::Connection(quinn::ConnectionError::TransportError(t))
+    matches!(e, SessionError::Dial(DialError::Handshake(quinn::ConnectionError::TransportError(t)))
         if t.code == quinn::TransportErrorCode::crypto(ACCESS_DENIED))
 }
 

@@ -12,7 +12,7 @@ use std::{
     path::{Path, PathBuf},
 };
 use superfluid_link::private_file::write_private_atomic;
-use superfluid_link::{Fingerprint, Identity, LinkError};
+use superfluid_link::{Fingerprint, Identity, IdentityError};
 use superfluid_proto::JoinClaims;
 
 /// The node key's file name in the data dir.
@@ -54,7 +54,7 @@ pub enum CredentialError {
     },
     /// The node key could not be loaded or made.
     #[error("node key: {0}")]
-    Key(#[from] LinkError),
+    Key(#[from] IdentityError),
 }
 
 /// A node's membership of one fleet.
@@ -128,7 +128,7 @@ impl Credential {
         let head_fingerprint = stored
             .head_fingerprint
             .parse()
-            .map_err(|e: LinkError| corrupt(e.to_string()))?;
+            .map_err(|e: IdentityError| corrupt(e.to_string()))?;
         Ok(Credential {
             fleet_id: stored.fleet_id,
             head_fingerprint,

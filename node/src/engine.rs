@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use superfluid_proto::{GenerateEvent, GenerateRequest, ModelDescription};
+use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest, ModelDescription};
 use tokio::sync::mpsc;
 
 use crate::ledger::Ledger;
@@ -68,6 +68,20 @@ pub enum EngineError {
     /// The engine thread has stopped.
     #[error("the engine has stopped")]
     Stopped,
+}
+
+impl EngineError {
+    /// The kind the head is told in [`GenerateEvent::Failed`], so that it
+    /// answers the request's mistakes as the client's and the rest as its own.
+    pub fn failure_kind(&self) -> FailureKind {
+        match self {
+            Self::UnknownModel { .. } => FailureKind::UnknownModel,
+            Self::TooLong { .. } => FailureKind::PromptTooLong,
+            Self::EmptyPrompt => FailureKind::EmptyPrompt,
+            Self::Stopped => FailureKind::Stopped,
+            Self::Load { .. } | Self::Context { .. } => FailureKind::Engine,
+        }
+    }
 }
 
 /// An inference engine: takes generations and runs them, many at once.

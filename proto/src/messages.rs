@@ -206,9 +206,43 @@ pub enum GenerateEvent {
     Finished(Outcome),
     /// The generation could not run; no frame follows.
     Failed {
+        /// Whose fault it was, so the head can answer the client's mistakes
+        /// as such and its own as a server error.
+        kind: FailureKind,
         /// What went wrong, for the client.
         message: String,
     },
+}
+
+/// Why a node could not run a generation. The first kinds are mistakes in
+/// the request, which another node would refuse too; the last are the
+/// node's own failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FailureKind {
+    /// The prompt plus one generated token does not fit in the model's context.
+    PromptTooLong,
+    /// The node does not serve the requested model.
+    UnknownModel,
+    /// The prompt has no tokens.
+    EmptyPrompt,
+    /// A prompt token is not in the model's vocabulary.
+    InvalidToken,
+    /// The engine failed while running the generation (a decode error, out
+    /// of memory); the request itself may be fine.
+    Engine,
+    /// The engine has stopped (the node is shutting down or its engine
+    /// thread died).
+    Stopped,
+}
+
+impl FailureKind {
+    /// True for the kinds that are the request's fault rather than the node's.
+    pub fn is_request_error(self) -> bool {
+        matches!(
+            self,
+            Self::PromptTooLong | Self::UnknownModel | Self::EmptyPrompt | Self::InvalidToken
+        )
+    }
 }
 
 /// The id clients use for a model file: its file name without `.gguf`.

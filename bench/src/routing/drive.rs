@@ -162,7 +162,7 @@ async fn run_direct(engine: &dyn Engine, prompt: Vec<u32>, max_tokens: u32) -> R
         match event {
             GenerateEvent::Tokens(_) => {}
             GenerateEvent::Finished(_) => return Ok(()),
-            GenerateEvent::Failed { message } => bail!("the generation failed: {message}"),
+            GenerateEvent::Failed { message, .. } => bail!("the generation failed: {message}"),
         }
     }
     bail!("the engine stopped")

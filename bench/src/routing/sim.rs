@@ -237,7 +237,7 @@ impl Fleet {
                         ),
                     });
                 }
-                GenerateEvent::Failed { message } => {
+                GenerateEvent::Failed { message, .. } => {
                     finish(false);
                     bail!("the generation failed: {message}");
                 }

@@ -8,6 +8,17 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
+use superfluid_proto::FailureKind;
+
+/// The client sees the node's own words for its mistakes; a node's failure
+/// is said to be the node's.
+fn node_failure_text(kind: FailureKind, message: &str) -> String {
+    if kind.is_request_error() {
+        message.to_owned()
+    } else {
+        format!("the node could not run the generation: {message}")
+    }
+}
 
 /// A request that could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +72,18 @@ pub enum ApiError {
     Generation {
         /// What the node said.
         message: String,
+    },
+    /// The node refused or failed the generation, and said which kind of
+    /// failure it was: the request's mistakes are answered as the client's
+    /// (400, 404), the node's own failures as a bad gateway.
+    #[error("{}", node_failure_text(*.kind, .message))]
+    NodeFailed {
+        /// What kind of failure the node reported.
+        kind: FailureKind,
+        /// What the node said.
+        message: String,
+        /// The request field the prompt came from: `messages` or `prompt`.
+        param: &'static str,
     },
     /// No route matches the request's path.
     #[error("no route for {method} {path}; the head serves /v1/chat/completions, /v1/completions, /v1/models and /health")]
@@ -215,6 +238,29 @@ impl ApiError {
                 None,
                 None,
             ),
+            NodeFailed { kind, param, .. } => match kind {
+                FailureKind::PromptTooLong => (
+                    StatusCode::BAD_REQUEST,
+                    invalid,
+                    Some((*param).into()),
+                    Some("context_length_exceeded"),
+                ),
+                FailureKind::UnknownModel => (
+                    StatusCode::NOT_FOUND,
+                    invalid,
+                    Some("model".into()),
+                    Some("model_not_found"),
+                ),
+                FailureKind::EmptyPrompt | FailureKind::InvalidToken => (
+                    StatusCode::BAD_REQUEST,
+                    invalid,
+                    Some((*param).into()),
+                    None,
+                ),
+                FailureKind::Engine | FailureKind::Stopped => {
+                    (StatusCode::BAD_GATEWAY, "server_error", None, None)
+                }
+            },
             Fleet(_) | Generation { .. } => (StatusCode::BAD_GATEWAY, "server_error", None, None),
             NotFound { .. } => (StatusCode::NOT_FOUND, invalid, None, Some("unknown_url")),
             MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, invalid, None, None),

@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use superfluid_proto::{FinishReason, GenerateEvent, Outcome};
+use superfluid_proto::{FailureKind, FinishReason, GenerateEvent, Outcome};
 
 type Event = Result<Option<GenerateEvent>, FleetError>;
 
@@ -179,6 +179,7 @@ async fn stop_string_cancels_the_node_and_finishes_with_stop() {
 #[tokio::test]
 async fn node_failure_without_streaming_is_a_502() {
     let failed = Some(GenerateEvent::Failed {
+        kind: FailureKind::Engine,
         message: "out of memory".into(),
     });
     let (generation, _) = generation("Hi", failed, &[]);
@@ -222,6 +223,7 @@ async fn chat_stream_has_role_content_finish_usage_and_done() {
 #[tokio::test]
 async fn stream_error_is_an_error_event_then_done() {
     let failed = Some(GenerateEvent::Failed {
+        kind: FailureKind::Engine,
         message: "node crashed".into(),
     });
     let (generation, _) = generation("Hi", failed, &[]);
@@ -241,6 +243,7 @@ async fn stream_error_is_an_error_event_then_done() {
 #[tokio::test]
 async fn a_stream_that_fails_before_any_text_is_an_error_status() {
     let failed = Some(GenerateEvent::Failed {
+        kind: FailureKind::Engine,
         message: "out of memory".into(),
     });
     let (generation, _) = generation("", failed, &[]);

@@ -79,6 +79,9 @@ pub struct Generation {
     seen_first_token: bool,
     span: Span,
     on_end: Option<UsageHook>,
+    /// The request field the prompt came from, named when a node finds
+    /// the prompt at fault.
+    param: &'static str,
     /// The node serving it.
     pub node: String,
 }
@@ -133,6 +136,7 @@ impl Generation {
             Generation::from_source(Box::new(remote), codec, &params.stop, len, node, span);
         generation.started = started;
         generation.retry = Some(retry);
+        generation.param = param;
         Ok(generation)
     }
 
@@ -161,6 +165,7 @@ impl Generation {
             seen_first_token: false,
             span,
             on_end: None,
+            param: "prompt",
             node,
         }
     }
@@ -224,9 +229,13 @@ impl Generation {
                         return Ok(Step::Text(rest));
                     }
                 }
-                Some(GenerateEvent::Failed { message }) => {
+                Some(GenerateEvent::Failed { kind, message }) => {
                     self.remote = None;
-                    return Err(ApiError::Generation { message });
+                    return Err(ApiError::NodeFailed {
+                        kind,
+                        message,
+                        param: self.param,
+                    });
                 }
                 None => {
                     self.remote = None;

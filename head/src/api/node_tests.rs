@@ -16,8 +16,8 @@ use std::time::Duration;
 use superfluid_link::control::STREAM_NODE_STOPPING;
 use superfluid_link::{client_endpoint, connect, read_frame, write_frame, Identity};
 use superfluid_proto::{
-    FinishReason, GenerateEvent, GenerateRequest, ModelDescription, NodeHello, Outcome,
-    PROTOCOL_VERSION,
+    FailureKind, FinishReason, GenerateEvent, GenerateRequest, ModelDescription, NodeHello,
+    Outcome, PROTOCOL_VERSION,
 };
 use tower::ServiceExt;
 
@@ -26,7 +26,7 @@ const REPLY: &str = "Hello 日本 🦀! The end.";
 
 /// What a stub node does with each generation it is sent.
 #[derive(Clone, Copy, PartialEq)]
-enum Stub {
+pub(super) enum Stub {
     /// Answers [`REPLY`], one token per frame.
     Answer,
     /// Reads the request, then closes its connection, as a node whose
@@ -36,11 +36,18 @@ enum Stub {
     VanishAfterFirstToken,
     /// Turns the generation away as a stopping node does.
     Stopping,
+    /// Answers `Failed` of this kind, with [`failure_message`].
+    Fail(FailureKind),
+}
+
+/// What a [`Stub::Fail`] node says.
+pub(super) fn failure_message(kind: FailureKind) -> String {
+    format!("the stub node failed this generation as {kind:?}; do what it says")
 }
 
 /// A fleet listening on loopback Link F for the rest of the test: the fleet,
 /// its identity and its Link F address.
-async fn fleet() -> (Fleet, Identity, std::net::SocketAddr) {
+pub(super) async fn fleet() -> (Fleet, Identity, std::net::SocketAddr) {
     let identity = Identity::generate().unwrap();
     let fleet = Fleet::new();
     let config = LinkListenConfig {
@@ -59,7 +66,7 @@ async fn fleet() -> (Fleet, Identity, std::net::SocketAddr) {
 
 /// Joins a stub node named `name` serving the model with `ctx`; returns how
 /// many generations it has been sent.
-async fn stub(
+pub(super) async fn stub(
     head_addr: std::net::SocketAddr,
     head: &Identity,
     name: &str,
@@ -104,6 +111,14 @@ async fn stub(
                     let _ = send.reset(STREAM_NODE_STOPPING);
                     return;
                 }
+                if let Stub::Fail(kind) = does {
+                    let message = failure_message(kind);
+                    let failed = GenerateEvent::Failed { kind, message };
+                    if write_frame(&mut send, &failed).await.is_ok() {
+                        let _ = send.finish();
+                    }
+                    return;
+                }
                 let n = reply.len().min(req.max_tokens as usize);
                 for &t in &reply[..n] {
                     if write_frame(&mut send, &GenerateEvent::Tokens(vec![t]))
@@ -138,7 +153,7 @@ async fn stub(
 }
 
 /// Waits until `fleet` has `n` nodes serving the model with `ctx`.
-async fn wait_for(fleet: &Fleet, n: usize, ctx: u32) {
+pub(super) async fn wait_for(fleet: &Fleet, n: usize, ctx: u32) {
     for _ in 0..500 {
         if fleet.context_len(MODEL).is_some() && fleet.nodes().len() == n {
             break;
@@ -149,7 +164,7 @@ async fn wait_for(fleet: &Fleet, n: usize, ctx: u32) {
     assert_eq!(fleet.context_len(MODEL), Some(ctx));
 }
 
-fn app(fleet: Fleet) -> Router {
+pub(super) fn app(fleet: Fleet) -> Router {
     router(AppState {
         catalog: catalog(),
         fleet,
@@ -164,7 +179,11 @@ async fn app_with_node(ctx: u32) -> Router {
     app(fleet)
 }
 
-async fn post(app: Router, path: &str, body: Value) -> (StatusCode, Option<String>, String) {
+pub(super) async fn post(
+    app: Router,
+    path: &str,
+    body: Value,
+) -> (StatusCode, Option<String>, String) {
     let request = Request::post(path)
         .header("content-type", "application/json")
         .body(Body::from(body.to_string()))

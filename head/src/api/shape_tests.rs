@@ -15,7 +15,7 @@ use axum::http::Request;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
-use superfluid_proto::{FinishReason, GenerateEvent};
+use superfluid_proto::{FailureKind, FinishReason, GenerateEvent};
 
 /// `value` with its `created` time zeroed.
 fn at_zero(mut value: Value) -> Value {
@@ -180,6 +180,7 @@ async fn text_stream_chunks_have_exactly_the_openai_fields() {
 #[tokio::test]
 async fn stream_error_event_is_the_openai_error_body() {
     let failed = Some(GenerateEvent::Failed {
+        kind: FailureKind::Engine,
         message: "node crashed".into(),
     });
     let data = stream(Flavor::Chat, "s5", failed, false).await;

@@ -13,7 +13,7 @@ use superfluid_link::{
     },
     peer_fingerprint,
     quinn::{self, RecvStream, SendStream},
-    read_frame, server_endpoint, write_frame, Authorizer, Identity, LinkError,
+    read_frame, server_endpoint, write_frame, Authorizer, EndpointError, Identity,
 };
 use superfluid_proto::{ControlMsg, HeadReply, NodeHello, PROTOCOL_VERSION};
 use tokio::task::JoinHandle;
@@ -70,12 +70,14 @@ impl LinkListener {
 }
 
 /// Binds the Link F endpoint and accepts nodes into `fleet` in the background.
-pub async fn listen(fleet: Fleet, config: LinkListenConfig) -> Result<LinkListener, LinkError> {
+pub async fn listen(fleet: Fleet, config: LinkListenConfig) -> Result<LinkListener, EndpointError> {
     let endpoint = server_endpoint(config.addr, &config.identity, config.authorizer)?;
-    let addr = endpoint.local_addr().map_err(|source| LinkError::Bind {
-        addr: config.addr,
-        source,
-    })?;
+    let addr = endpoint
+        .local_addr()
+        .map_err(|source| EndpointError::Bind {
+            addr: config.addr,
+            source,
+        })?;
     tracing::info!(%addr, fingerprint = %config.identity.fingerprint(), "listening for nodes (Link F over QUIC)");
     let accepting = endpoint.clone();
     let task = tokio::spawn(async move {
@@ -243,8 +245,10 @@ async fn control_loop(
                 conn.close(CLOSE_NORMAL, b"the node ended its control stream");
                 return "the node ended its control stream".into();
             }
-            Err(LinkError::Read(quinn::ReadError::ConnectionLost(e))) => return e.to_string(),
             Err(e) => {
+                if let Some(lost) = e.connection_lost() {
+                    return lost.to_string();
+                }
                 let reason = format!("control stream failed: {e}");
                 conn.close(CLOSE_PROTOCOL, reason.as_bytes());
                 return reason;

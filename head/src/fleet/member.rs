@@ -30,10 +30,18 @@ impl Member {
         unique: bool,
     ) -> Result<Self, Taken> {
         let (key, node_id) = registry.next_node();
-        let slots = joining.models.iter().map(|m| m.slots).sum();
+        // Saturating: the counts are the node's word, and may add up past u32.
+        let slots = joining
+            .models
+            .iter()
+            .fold(0u32, |sum, m| sum.saturating_add(m.slots));
         // The router knows the node before the registry shows it: a request
         // that finds the node among the candidates can always be routed to it.
-        router.lock().add_node(key, slots);
+        {
+            let mut router = router.lock();
+            router.add_node(key, slots);
+            router.describe_node(key, &joining.models);
+        }
         match registry.register((key, node_id), joining, expected, unique) {
             Ok(entry) => Ok(Self {
                 registry,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use superfluid_link::{
     control::{STREAM_BAD_FRAME, STREAM_CANCELLED, STREAM_NODE_STOPPING},
     quinn::{ReadError, RecvStream, SendStream},
-    read_frame, write_frame, LinkError,
+    read_frame, write_frame, FrameIoError,
 };
 use superfluid_proto::{GenerateEvent, GenerateRequest};
 
@@ -57,21 +57,24 @@ pub(crate) async fn dispatch(
     routing: Routing,
     request: &GenerateRequest,
 ) -> Result<RemoteGeneration, (String, FleetError)> {
-    let lost = |e: LinkError| {
+    let lost = |reason: String| {
         let error = FleetError::NodeLost {
             node: node.name.clone(),
-            reason: e.to_string(),
+            reason,
         };
         (node.node_id.clone(), error)
     };
-    let (mut send, recv) = node
-        .connection
-        .open_bi()
+    let (mut send, recv) = node.connection.open_bi().await.map_err(|e| {
+        lost(format!(
+            "connection lost: {e}; the node may have restarted or the network is down"
+        ))
+    })?;
+    write_frame(&mut send, request)
         .await
-        .map_err(|e| lost(LinkError::Connection(e)))?;
-    write_frame(&mut send, request).await.map_err(lost)?;
+        .map_err(|e| lost(e.to_string()))?;
     // The request is the only frame the head writes; cancelling is a stream reset/stop.
-    send.finish().map_err(|e| lost(LinkError::Closed(e)))?;
+    send.finish()
+        .map_err(|e| lost(format!("could not finish the request: {e}")))?;
     tracing::debug!(node = %node.name, model = %request.model, prompt = request.prompt.len(), slot = ?request.slot, "dispatched generation");
     Ok(RemoteGeneration {
         node_name: node.name.clone(),
@@ -136,10 +139,10 @@ impl RemoteGeneration {
                 Err(self.lost("the node ended the generation stream without a final event".into()))
             }
             Err(e) => {
-                if matches!(e, LinkError::Frame(_)) {
+                if e.is_bad_frame() {
                     let _ = self.recv.stop(STREAM_BAD_FRAME);
                 }
-                if matches!(e, LinkError::Read(ReadError::Reset(code)) if code == STREAM_NODE_STOPPING)
+                if matches!(e, FrameIoError::Read(ReadError::Reset(code)) if code == STREAM_NODE_STOPPING)
                 {
                     self.node_stopping();
                 }

@@ -230,6 +230,44 @@ async fn dropping_the_remote_generation_cancels_on_the_node() {
 }
 
 #[tokio::test]
+async fn a_node_describing_more_slots_than_fit_in_a_count_is_still_welcomed() {
+    let head = head().await;
+    let huge = |id: &str| ModelDescription {
+        slots: u32::MAX,
+        ..model(id)
+    };
+    let node = stub_node(
+        &head,
+        "big",
+        PROTOCOL_VERSION,
+        vec![huge("a"), huge("b")],
+        Behaviour::Echo,
+    )
+    .await;
+    assert!(
+        matches!(node.reply, HeadReply::Welcome { .. }),
+        "{:?}",
+        node.reply
+    );
+}
+
+#[tokio::test]
+async fn a_node_of_the_previous_protocol_version_is_refused_naming_both() {
+    let head = head().await;
+    let previous = PROTOCOL_VERSION - 1;
+    let node = stub_node(&head, "old", previous, vec![model("m")], Behaviour::Echo).await;
+    let HeadReply::Refused { reason } = node.reply else {
+        panic!("not refused: {:?}", node.reply)
+    };
+    assert!(
+        reason.contains(&format!("head speaks Link F version {PROTOCOL_VERSION}"))
+            && reason.contains(&format!("node speaks version {previous}")),
+        "{reason}"
+    );
+    assert!(head.fleet.nodes().is_empty());
+}
+
+#[tokio::test]
 async fn a_node_with_another_protocol_version_is_refused_naming_both() {
     let head = head().await;
     let other = PROTOCOL_VERSION + 41;

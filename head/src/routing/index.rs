@@ -6,15 +6,21 @@
 //! whose chain contains it. Events that do not fit what the index knows (a
 //! removal that names blocks the slot does not end with) make the index
 //! forget that slot rather than keep an entry that may be wrong.
+//!
+//! What it keeps per node is capped by the models the node described (see
+//! [`limits`]): blocks past a slot's context, for slots or models the node
+//! does not have, are left out with a warning.
 
 use super::holders::{Holder, Holders};
 use super::NodeKey;
 use std::collections::HashMap;
-use superfluid_proto::{BlockHash, KvEvent, KvUpdate};
+use superfluid_proto::{BlockHash, KvEvent, KvUpdate, ModelDescription};
 
-/// Slots numbered this high or higher are ignored: no engine has that many,
-/// and a chain per slot costs memory.
-pub(crate) const MAX_SLOTS: u32 = 4096;
+mod limits;
+
+use limits::NodeLimits;
+#[cfg(test)]
+pub(crate) use limits::{MAX_CHAIN_BLOCKS, MAX_SLOTS};
 
 /// How much of a prompt one node holds cached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +55,9 @@ pub struct BlockIndex {
     free: Vec<u32>,
     /// Number of (hash, holder) entries.
     entries: usize,
+    /// What is kept at most per node; nodes not here are held to the
+    /// absolute limits.
+    limits: HashMap<NodeKey, NodeLimits>,
 }
 
 impl BlockIndex {
@@ -86,8 +95,16 @@ impl BlockIndex {
         }
     }
 
-    /// Drops every block of `node`.
+    /// Keeps no more for `node` than `models` (as its hello described them)
+    /// can hold. Blocks it holds already are not trimmed; describe a node
+    /// before applying its events.
+    pub fn describe_node(&mut self, node: NodeKey, models: &[ModelDescription]) {
+        self.limits.insert(node, NodeLimits::described(models));
+    }
+
+    /// Drops every block of `node`, and its limits.
     pub fn remove_node(&mut self, node: NodeKey) {
+        self.limits.remove(&node);
         let Some(record) = self.nodes.remove(&node) else {
             return;
         };
@@ -172,15 +189,11 @@ impl BlockIndex {
         if blocks.is_empty() {
             return;
         }
-        if slot >= MAX_SLOTS {
-            tracing::warn!(
-                node,
-                model,
-                slot,
-                "ignoring cached blocks for a slot numbered past {MAX_SLOTS}"
-            );
+        let kept = self.room(node, model, slot, blocks.len());
+        if kept == 0 {
             return;
         }
+        let blocks = &blocks[..kept];
         let dense = self.dense(node);
         let Some(record) = self.nodes.get_mut(&node) else {
             return;
@@ -200,6 +213,32 @@ impl BlockIndex {
                 }
             }
         }
+    }
+
+    /// How many of `offered` blocks stored to (node, model, slot) are
+    /// kept; a refusal is logged, as a warning the first time per node.
+    fn room(&mut self, node: NodeKey, model: &str, slot: u32, offered: usize) -> usize {
+        let record = self.nodes.get(&node);
+        let node_blocks = record.map_or(0, |r| r.blocks);
+        let chain_len = record
+            .and_then(|r| r.models.get(model))
+            .and_then(|slots| slots.get(&slot))
+            .map_or(0, Vec::len);
+        let limits = self.limits.entry(node).or_insert_with(NodeLimits::absolute);
+        let (kept, why) = match limits.room(model, slot, chain_len, node_blocks, offered) {
+            Ok(kept) if kept == offered => return kept,
+            Ok(kept) => (
+                kept,
+                format!("only {kept} of {offered} blocks fit its limits"),
+            ),
+            Err(refusal) => (0, refusal.to_string()),
+        };
+        if limits.first_refusal() {
+            tracing::warn!(node, model, slot, %why, "leaving out cached blocks a node reported beyond what it described; the node may be broken");
+        } else {
+            tracing::debug!(node, model, slot, %why, "leaving out cached blocks beyond the node's limits");
+        }
+        kept
     }
 
     fn remove_tail(&mut self, node: NodeKey, model: &str, slot: u32, blocks: &[BlockHash]) {

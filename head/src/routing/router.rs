@@ -14,7 +14,7 @@ use super::predict::NodeView;
 use super::NodeKey;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use superfluid_proto::{block_hashes, model_seed, KvUpdate, LoadReport};
+use superfluid_proto::{block_hashes, model_seed, KvUpdate, LoadReport, ModelDescription};
 
 /// Weight of the newest generation in a node's mean generation time.
 const EWMA_ALPHA: f64 = 0.2;
@@ -212,6 +212,12 @@ impl Router {
             .entry(key)
             .and_modify(|r| r.slots = slots)
             .or_insert_with(|| NodeRecord::new(slots));
+    }
+
+    /// Caps what the index keeps for `key` to what the models it described
+    /// can hold; see [`BlockIndex::describe_node`].
+    pub fn describe_node(&mut self, key: NodeKey, models: &[ModelDescription]) {
+        self.index.describe_node(key, models);
     }
 
     /// Forgets `key`: its cached blocks and its load. Its outstanding

@@ -43,7 +43,7 @@ fn save_and_load_keep_the_identity_with_mode_0600() {
     std::fs::write(&path, b"not a key").unwrap();
     assert!(matches!(
         Identity::load(&path),
-        Err(LinkError::BadKey { .. })
+        Err(IdentityError::BadKey { .. })
     ));
     let _ = std::fs::remove_dir_all(&dir);
 }

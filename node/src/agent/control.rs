@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use superfluid_link::{control::HEARTBEAT_INTERVAL, quinn::SendStream, write_frame, LinkError};
+use superfluid_link::{control::HEARTBEAT_INTERVAL, quinn::SendStream, write_frame, FrameIoError};
 use superfluid_proto::{ControlMsg, KvEvent, KvUpdate};
 use tokio::time::MissedTickBehavior;
 
@@ -28,7 +28,7 @@ pub(super) async fn write_control(mut send: SendStream, ledger: Arc<Ledger>) {
     }
 }
 
-async fn run(send: &mut SendStream, ledger: &Ledger) -> Result<(), LinkError> {
+async fn run(send: &mut SendStream, ledger: &Ledger) -> Result<(), FrameIoError> {
     write_kv(send, ledger.snapshot()).await?;
     let mut last_load = ledger.load_report();
     write_frame(send, &ControlMsg::Load(last_load.clone())).await?;
@@ -60,7 +60,7 @@ async fn run(send: &mut SendStream, ledger: &Ledger) -> Result<(), LinkError> {
 }
 
 /// Writes `update` as one `Kv` message, or several in order when it is large.
-async fn write_kv(send: &mut SendStream, update: KvUpdate) -> Result<(), LinkError> {
+async fn write_kv(send: &mut SendStream, update: KvUpdate) -> Result<(), FrameIoError> {
     for part in split(update, MAX_BLOCKS_PER_MESSAGE) {
         write_frame(send, &ControlMsg::Kv(part)).await?;
     }

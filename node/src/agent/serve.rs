@@ -5,9 +5,9 @@ use std::sync::Arc;
 use superfluid_link::{
     control::{STREAM_BAD_FRAME, STREAM_CANCELLED},
     quinn::{RecvStream, SendStream},
-    read_frame, write_frame, LinkError,
+    read_frame, write_frame, FrameIoError,
 };
-use superfluid_proto::{GenerateEvent, GenerateRequest};
+use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest};
 
 /// The longest a finished stream waits for the head to acknowledge its
 /// last event.
@@ -27,7 +27,7 @@ pub(super) async fn serve_stream(
             let _ = send.reset(STREAM_BAD_FRAME);
             return;
         }
-        Err(LinkError::Frame(e)) => {
+        Err(FrameIoError::Frame(e)) => {
             tracing::warn!(error = %e, "bad generation request from the head; closing its stream");
             let _ = recv.stop(STREAM_BAD_FRAME);
             let _ = send.reset(STREAM_BAD_FRAME);
@@ -42,6 +42,7 @@ pub(super) async fn serve_stream(
         Ok(generation) => generation,
         Err(err) => {
             let failed = GenerateEvent::Failed {
+                kind: err.failure_kind(),
                 message: err.to_string(),
             };
             if write_frame(&mut send, &failed).await.is_ok() {
@@ -69,6 +70,7 @@ pub(super) async fn serve_stream(
             event = generation.events.recv() => event,
         };
         let event = event.unwrap_or_else(|| GenerateEvent::Failed {
+            kind: FailureKind::Stopped,
             message: "the engine stopped mid-generation".into(),
         });
         let last = !matches!(event, GenerateEvent::Tokens(_));

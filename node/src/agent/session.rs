@@ -8,9 +8,9 @@ use crate::{credential::Credential, engine::Engine};
 use std::{net::SocketAddr, sync::Arc};
 use superfluid_link::{
     connect,
-    control::HELLO_TIMEOUT,
+    control::{version_mismatch_reason, HELLO_TIMEOUT},
     quinn::{self, RecvStream, SendStream},
-    read_frame, write_frame, LinkError,
+    read_frame, write_frame, DialError, FrameIoError,
 };
 use superfluid_proto::{ControlMsg, HeadReply, NodeHello, PROTOCOL_VERSION};
 
@@ -21,7 +21,35 @@ pub(super) enum Ended {
     /// The head refused this node, for this reason.
     Refused(String),
     /// The connection could not be made, or was lost.
-    Lost(LinkError),
+    Lost(SessionError),
+}
+
+/// Why a connection to the head could not be made, or ended.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SessionError {
+    /// Dialing the head failed.
+    #[error(transparent)]
+    Dial(#[from] DialError),
+    /// No head address is of a family (IPv4, IPv6) this node has an endpoint for.
+    #[error("no endpoint for any head address; this is a bug, please report it")]
+    NoEndpoint,
+    /// The control stream could not be opened.
+    #[error("could not open the control stream: {0}; the head may have restarted or the network is down")]
+    OpenControl(#[source] quinn::ConnectionError),
+    /// The head did not answer the hello in time.
+    #[error("the head did not answer the hello within {}s; check that the address is a superfluid head's Link F port", HELLO_TIMEOUT.as_secs())]
+    HelloTimeout,
+    /// The head ended the control stream without answering the hello.
+    #[error(
+        "the head ended the control stream without answering the hello; it may be shutting down"
+    )]
+    NoReply,
+    /// A frame of the hello could not be written or read.
+    #[error("the hello failed: {0}")]
+    Hello(#[source] FrameIoError),
+    /// The connection ended after the welcome.
+    #[error("connection lost: {0}; the head may have restarted or the network is down")]
+    Lost(#[source] quinn::ConnectionError),
 }
 
 /// How a session ended, for the reconnect loop.
@@ -37,7 +65,7 @@ pub(super) struct SessionEnd {
 async fn dial(
     config: &AgentConfig,
     endpoints: &Endpoints,
-) -> Result<(quinn::Connection, SocketAddr), LinkError> {
+) -> Result<(quinn::Connection, SocketAddr), SessionError> {
     let mut last = None;
     for addr in &config.head_addrs {
         let Some(endpoint) = endpoints.for_addr(addr) else {
@@ -51,7 +79,7 @@ async fn dial(
             }
         }
     }
-    Err(last.unwrap_or(LinkError::NoPeerIdentity))
+    Err(last.map_or(SessionError::NoEndpoint, SessionError::Dial))
 }
 
 /// One connection: hello, then serve streams until the connection ends.
@@ -125,7 +153,7 @@ pub(super) async fn session(
                     drop(running);
                 });
             }
-            Err(e) => break LinkError::Connection(e),
+            Err(e) => break SessionError::Lost(e),
         }
     };
     writer.abort();
@@ -144,8 +172,8 @@ async fn hello(
     config: &AgentConfig,
     addr: SocketAddr,
     join_token: Option<&str>,
-) -> Result<Result<(SendStream, RecvStream), String>, LinkError> {
-    let (mut send, mut recv) = conn.open_bi().await.map_err(LinkError::Connection)?;
+) -> Result<Result<(SendStream, RecvStream), String>, SessionError> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(SessionError::OpenControl)?;
     let mut model = engine.info().model.clone();
     if let Some(sha256) = config
         .model_sha256
@@ -160,13 +188,22 @@ async fn hello(
         models: vec![model],
         join_token: join_token.map(str::to_owned),
     };
-    write_frame(&mut send, &hello).await?;
+    write_frame(&mut send, &hello)
+        .await
+        .map_err(SessionError::Hello)?;
     let reply = match tokio::time::timeout(HELLO_TIMEOUT, read_frame::<HeadReply>(&mut recv)).await
     {
         Ok(reply) => reply,
-        Err(_) => return Err(LinkError::Connection(quinn::ConnectionError::TimedOut)),
+        Err(_) => return Err(SessionError::HelloTimeout),
     };
     match reply {
+        // A head that does not check versions itself may welcome a node it
+        // cannot talk to; leave it rather than misread its frames.
+        Ok(Some(HeadReply::Welcome { version, .. })) if version != PROTOCOL_VERSION => {
+            let reason = version_mismatch_reason(version, PROTOCOL_VERSION);
+            conn.close(superfluid_link::control::CLOSE_PROTOCOL, reason.as_bytes());
+            Ok(Err(reason))
+        }
         Ok(Some(HeadReply::Welcome { version, node_id })) => {
             tracing::info!(head = %addr, %node_id, head_version = version, model = %hello.models[0].id, "joined the fleet");
             Ok(Ok((send, recv)))
@@ -176,16 +213,13 @@ async fn hello(
             Ok(Err(reason))
         }
         // A head that refuses may close before its reply is read; its close reason says why.
-        Err(LinkError::Read(quinn::ReadError::ConnectionLost(
+        Err(FrameIoError::Read(quinn::ReadError::ConnectionLost(
             quinn::ConnectionError::ApplicationClosed(close),
         ))) if close.error_code == superfluid_link::control::CLOSE_REFUSED => {
             Ok(Err(String::from_utf8_lossy(&close.reason).into_owned()))
         }
-        Ok(None) => Err(LinkError::Truncated {
-            got: 0,
-            want: superfluid_proto::LEN_PREFIX,
-        }),
-        Err(e) => Err(e),
+        Ok(None) => Err(SessionError::NoReply),
+        Err(e) => Err(SessionError::Hello(e)),
     }
 }
 
@@ -203,7 +237,7 @@ async fn control_reader(conn: quinn::Connection, mut recv: RecvStream) {
                 );
                 return;
             }
-            Err(LinkError::Frame(e)) => {
+            Err(FrameIoError::Frame(e)) => {
                 let reason = format!("bad control frame from the head: {e}");
                 tracing::warn!(%reason);
                 conn.close(superfluid_link::control::CLOSE_PROTOCOL, reason.as_bytes());

@@ -10,8 +10,8 @@ use std::future::Future;
 use superfluid_link::quinn::{RecvStream, SendStream};
 use superfluid_link::{allow_only, read_frame, server_endpoint, write_frame};
 use superfluid_proto::{
-    ControlMsg, GenerateEvent, GenerateRequest, HeadReply, ModelDescription, NodeHello, Sampling,
-    PROTOCOL_VERSION,
+    ControlMsg, FailureKind, GenerateEvent, GenerateRequest, HeadReply, ModelDescription,
+    NodeHello, Sampling, PROTOCOL_VERSION,
 };
 use tokio::sync::mpsc;
 
@@ -247,9 +247,10 @@ async fn a_submit_error_is_sent_as_failed() {
     let event = within(read_frame::<GenerateEvent>(&mut recv))
         .await
         .unwrap();
-    let Some(GenerateEvent::Failed { message }) = event else {
+    let Some(GenerateEvent::Failed { kind, message }) = event else {
         panic!("{event:?}")
     };
+    assert_eq!(kind, FailureKind::UnknownModel);
     assert!(message.contains("does not serve"), "{message}");
     assert!(within(read_frame::<GenerateEvent>(&mut recv))
         .await
@@ -347,6 +348,35 @@ async fn a_refused_join_token_ends_the_agent_with_the_reason() {
     };
     assert!(reason.contains("expired"), "{reason}");
     drop(refused);
+}
+
+#[tokio::test]
+async fn a_head_with_another_protocol_version_is_left_naming_both() {
+    let head = head_stub();
+    let (engine, _submitted) = test_engine();
+    let mut config = head.config.clone();
+    // With a join token, a refusal ends the agent, so its reason can be read.
+    config.join_token = Some("sfj1.token-text".into());
+    let agent = tokio::spawn(run(engine, config));
+    let previous = PROTOCOL_VERSION - 1;
+    let old_head = accept(
+        &head,
+        HeadReply::Welcome {
+            version: previous,
+            node_id: "node-1".into(),
+        },
+    )
+    .await;
+    let ended = within(agent).await.unwrap();
+    let Err(AgentError::Refused { reason }) = ended else {
+        panic!("{ended:?}")
+    };
+    assert!(
+        reason.contains(&format!("version {previous}"))
+            && reason.contains(&format!("version {PROTOCOL_VERSION}")),
+        "{reason}"
+    );
+    drop(old_head);
 }
 
 #[test]

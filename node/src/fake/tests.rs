@@ -46,7 +46,7 @@ async fn collect(mut generation: Generation) -> (Vec<u32>, Outcome) {
         match event {
             GenerateEvent::Tokens(t) => tokens.extend(t),
             GenerateEvent::Finished(outcome) => return (tokens, outcome),
-            GenerateEvent::Failed { message } => panic!("failed: {message}"),
+            GenerateEvent::Failed { message, .. } => panic!("failed: {message}"),
         }
     }
     panic!("no final event");

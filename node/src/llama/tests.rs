@@ -97,7 +97,7 @@ fn collect(mut generation: Generation) -> (Vec<u32>, Outcome) {
                 assert_eq!(outcome.generated_tokens as usize, tokens.len());
                 return (tokens, outcome);
             }
-            GenerateEvent::Failed { message } => panic!("generation failed: {message}"),
+            GenerateEvent::Failed { message, .. } => panic!("generation failed: {message}"),
         }
     }
     panic!("generation ended without a final event");

@@ -3,7 +3,9 @@
 //! longer prefix another slot holds). Every change is reported to the
 //! ledger.
 
-use superfluid_proto::{FinishReason, GenerateEvent, GenerateRequest, ModelDescription, Outcome};
+use superfluid_proto::{
+    FailureKind, FinishReason, GenerateEvent, GenerateRequest, ModelDescription, Outcome,
+};
 
 use super::{slots, Backend, Job, Running, Scheduler};
 use crate::engine::EngineError;
@@ -106,7 +108,10 @@ impl<B: Backend> Scheduler<B> {
         if let Some(bad) = prompt.iter().find(|&&t| t >= n_vocab) {
             let message =
                 format!("token {bad} is not in the model's vocabulary of {n_vocab} tokens");
-            let _ = job.events.send(GenerateEvent::Failed { message });
+            let _ = job.events.send(GenerateEvent::Failed {
+                kind: FailureKind::InvalidToken,
+                message,
+            });
             return None;
         }
         let len = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
@@ -119,8 +124,10 @@ impl<B: Backend> Scheduler<B> {
                     max: u32::try_from(self.limits.ctx).unwrap_or(u32::MAX),
                 }
             };
-            let message = error.to_string();
-            let _ = job.events.send(GenerateEvent::Failed { message });
+            let _ = job.events.send(GenerateEvent::Failed {
+                kind: error.failure_kind(),
+                message: error.to_string(),
+            });
             return None;
         }
         if job.request.max_tokens == 0 {

@@ -1,7 +1,7 @@
 //! One step: planning what is fed, then decoding it, recording it and
 //! delivering the tokens it yields.
 
-use superfluid_proto::{FinishReason, GenerateEvent, Outcome};
+use superfluid_proto::{FailureKind, FinishReason, GenerateEvent, Outcome};
 
 use super::{share, Backend, Fed, Scheduler, StepPlan};
 
@@ -162,6 +162,7 @@ impl<B: Backend> Scheduler<B> {
                 continue;
             }
             let _ = running.events.send(GenerateEvent::Failed {
+                kind: FailureKind::Engine,
                 message: message.to_owned(),
             });
             slot.running = None;

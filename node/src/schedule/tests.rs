@@ -1,6 +1,8 @@
 use std::sync::Arc;
 
-use superfluid_proto::{FinishReason, GenerateEvent, GenerateRequest, Outcome, Sampling};
+use superfluid_proto::{
+    FailureKind, FinishReason, GenerateEvent, GenerateRequest, Outcome, Sampling,
+};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::{Backend, BackendError, Fed, Job, Limits, Scheduler, StepPlan};
@@ -290,11 +292,15 @@ fn tokens_outside_the_vocabulary_and_prompts_too_long_are_refused() {
     s.push(long);
     assert_eq!(s.plan(&mut b), None);
     let failed = |rx: &mut UnboundedReceiver<GenerateEvent>| match events(rx).as_slice() {
-        [GenerateEvent::Failed { message }] => message.clone(),
+        [GenerateEvent::Failed { kind, message }] => (*kind, message.clone()),
         other => panic!("{other:?}"),
     };
-    assert!(failed(&mut bad_rx).contains("token 1000 is not in the model's vocabulary of 1000"));
-    assert!(failed(&mut long_rx).contains("maximum context length is 64 tokens"));
+    let (kind, message) = failed(&mut bad_rx);
+    assert_eq!(kind, FailureKind::InvalidToken);
+    assert!(message.contains("token 1000 is not in the model's vocabulary of 1000"));
+    let (kind, message) = failed(&mut long_rx);
+    assert_eq!(kind, FailureKind::PromptTooLong);
+    assert!(message.contains("maximum context length is 64 tokens"));
     assert!(!s.busy());
 }
 
@@ -349,7 +355,8 @@ fn a_failed_decode_fails_only_the_generations_fed_in_it() {
     b.fail_next_decode = true;
     step(&mut s, &mut b);
     match events(&mut a_rx).as_slice() {
-        [GenerateEvent::Failed { message }] => {
+        [GenerateEvent::Failed { kind, message }] => {
+            assert_eq!(*kind, FailureKind::Engine);
             assert_eq!(message, "test could not decode the batch: out of memory");
         }
         other => panic!("{other:?}"),

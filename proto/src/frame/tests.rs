@@ -74,8 +74,32 @@ fn trailing_bytes_are_an_error() {
 #[test]
 fn wrong_type_is_an_error_not_a_panic() {
     let bytes = encode(&GenerateEvent::Failed {
+        kind: FailureKind::Engine,
         message: "x".into(),
     })
     .unwrap();
     assert!(decode::<NodeHello>(&bytes[LEN_PREFIX..]).is_err());
+}
+
+#[test]
+fn every_failure_kind_round_trips_with_its_message() {
+    let kinds = [
+        FailureKind::PromptTooLong,
+        FailureKind::UnknownModel,
+        FailureKind::EmptyPrompt,
+        FailureKind::InvalidToken,
+        FailureKind::Engine,
+        FailureKind::Stopped,
+    ];
+    for kind in kinds {
+        let event = GenerateEvent::Failed {
+            kind,
+            message: format!("{kind:?} happened"),
+        };
+        let bytes = encode(&event).unwrap();
+        assert_eq!(
+            decode::<GenerateEvent>(&bytes[LEN_PREFIX..]).unwrap(),
+            event
+        );
+    }
 }
