@@ -6,6 +6,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
+use crate::cli::AdminFlags;
+use crate::engine;
+
 /// Talks to one head's admin API with its admin key.
 pub struct AdminClient {
     url: String,
@@ -123,5 +126,23 @@ impl AdminClient {
             None,
         )
         .await
+    }
+}
+
+/// A client for the head named by the command's admin flags, with the
+/// admin key from the flag or the head's data dir.
+pub fn client(flags: AdminFlags) -> Result<AdminClient> {
+    let data_dir = flags
+        .data_dir
+        .unwrap_or_else(|| engine::home().join("head"));
+    AdminClient::new(&flags.url, flags.admin_key, &data_dir)
+}
+
+/// A JSON value of an admin reply as table text: strings bare, `-` for null.
+pub fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
     }
 }

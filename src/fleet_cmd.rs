@@ -4,17 +4,9 @@
 use anyhow::Result;
 use serde_json::Value;
 
-use crate::admin_client::AdminClient;
-use crate::cli::{AdminFlags, FleetCommand};
-use crate::engine;
+use crate::admin_client::{client, text};
+use crate::cli::FleetCommand;
 use crate::node_cmd::{self, Join};
-
-fn client(flags: AdminFlags) -> Result<AdminClient> {
-    let data_dir = flags
-        .data_dir
-        .unwrap_or_else(|| engine::home().join("head"));
-    AdminClient::new(&flags.url, flags.admin_key, &data_dir)
-}
 
 pub async fn run(command: FleetCommand) -> Result<()> {
     match command {
@@ -70,14 +62,6 @@ pub async fn run(command: FleetCommand) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
 }
 
 /// A measured rate, rounded; `-` until the node has measured it.

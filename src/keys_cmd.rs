@@ -4,16 +4,8 @@
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::admin_client::AdminClient;
-use crate::cli::{AdminFlags, KeysCommand};
-use crate::engine;
-
-fn client(flags: AdminFlags) -> Result<AdminClient> {
-    let data_dir = flags
-        .data_dir
-        .unwrap_or_else(|| engine::home().join("head"));
-    AdminClient::new(&flags.url, flags.admin_key, &data_dir)
-}
+use crate::admin_client::{client, text};
+use crate::cli::KeysCommand;
 
 pub async fn run(command: KeysCommand) -> Result<()> {
     match command {
@@ -75,14 +67,6 @@ pub async fn run(command: KeysCommand) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
 }
 
 /// A Unix time as a UTC date and time; `-` if there is none.
