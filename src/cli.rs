@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use superfluid_head::api::browser::{BrowserError, BrowserPolicy};
+use superfluid_head::keys::Keys;
 use superfluid_head::routing::RoutePolicy;
 
 /// An LLM inference fleet for machines you own.
@@ -84,6 +86,35 @@ pub struct AccessFlags {
     pub insecure_no_auth: bool,
 }
 
+/// What web browsers may do with the HTTP API.
+#[derive(Debug, Args)]
+pub struct BrowserFlags {
+    /// An origin whose web pages may call the API from a browser (CORS), as
+    /// `http://localhost:3000` (repeatable, or comma-separated); `*` for
+    /// every origin, allowed only when clients need a key.
+    #[arg(
+        long = "cors-origin",
+        env = "SUPERFLUID_CORS_ORIGIN",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
+    /// A name besides localhost, 127.0.0.1 and [::1] that clients may
+    /// address a head on loopback by (repeatable, or comma-separated).
+    #[arg(
+        long = "allowed-host",
+        env = "SUPERFLUID_ALLOWED_HOST",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+}
+
+impl BrowserFlags {
+    /// The checked policy; `keys` decides whether `--cors-origin '*'` may be.
+    pub fn policy(&self, keys: &Keys) -> Result<BrowserPolicy, BrowserError> {
+        BrowserPolicy::from_flags(&self.cors_origins, &self.allowed_hosts, keys)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ServeFlags {
     /// Where the HTTP API listens.
@@ -91,6 +122,8 @@ pub struct ServeFlags {
     pub http: SocketAddr,
     #[command(flatten)]
     pub access: AccessFlags,
+    #[command(flatten)]
+    pub browser: BrowserFlags,
     /// How generations are routed to nodes: least-ttft, round-robin, least-loaded or random.
     #[arg(long, env = "SUPERFLUID_ROUTE_POLICY", default_value = "least-ttft")]
     pub route_policy: RoutePolicy,
@@ -105,6 +138,8 @@ pub struct HeadFlags {
     pub http: SocketAddr,
     #[command(flatten)]
     pub access: AccessFlags,
+    #[command(flatten)]
+    pub browser: BrowserFlags,
     /// Where Link F listens for nodes (UDP).
     #[arg(long, env = "SUPERFLUID_LINK", default_value = "0.0.0.0:7701")]
     pub link: SocketAddr,

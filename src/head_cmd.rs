@@ -27,6 +27,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
     let keys = Keys::open(&data_dir, &flags.access.api_keys)
         .with_context(|| format!("opening the API keys in {}", data_dir.display()))?;
     keys::check_bind(flags.http, &keys, flags.access.insecure_no_auth)?;
+    let browser = flags.browser.policy(&keys)?;
     let fleet_id = membership.fleet_id();
     let backend = engine::backend()?;
     let head = superfluid_head::server::start(
@@ -34,6 +35,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
         HeadConfig {
             route_policy: flags.route_policy,
             keys,
+            browser,
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )

@@ -23,6 +23,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
     // llama-server and vLLM take them); `superfluid keys` needs a head.
     let keys = Keys::in_memory(&flags.access.api_keys)?;
     keys::check_bind(flags.http, &keys, flags.access.insecure_no_auth)?;
+    let browser = flags.browser.policy(&keys)?;
     let config = EngineConfig::from_flags(flags.engine)?;
     let backend = engine::backend()?;
     let head_identity = Identity::generate().context("making the head's key")?;
@@ -38,6 +39,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             membership: None,
             route_policy: flags.route_policy,
             keys,
+            browser,
         },
     )
     .await?;

@@ -9,11 +9,13 @@
 //! - [`respond`]: JSON and server-sent-event answers.
 //! - [`handlers`]: the routes.
 //! - [`auth`]: the key check in front of the client routes.
+//! - [`browser`]: CORS and the `Host` check against DNS rebinding.
 //! - [`metrics_page`]: the Prometheus page of the fleet's counters and nodes.
 
 pub mod admin;
 pub mod admin_keys;
 pub mod auth;
+pub mod browser;
 pub mod error;
 pub mod extract;
 pub mod generate;

@@ -197,6 +197,12 @@ impl Keys {
         self.inner.always.load(Ordering::Relaxed) || !self.read().is_empty()
     }
 
+    /// Keeps keys required from now on, even after the last one is revoked
+    /// (as [`check_bind`] does for a reachable address).
+    pub fn keep_required(&self) {
+        self.inner.always.store(true, Ordering::Relaxed);
+    }
+
     /// The key `secret` is, if it is one and has not expired.
     ///
     /// The secret is hashed first and the map is searched by digest: a

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::admin::{self, AdminState};
+use crate::api::browser::BrowserPolicy;
 use crate::api::{router_with_keys, AppState};
 use crate::codec::{Catalog, CodecError};
 use crate::fleet::Fleet;
@@ -44,6 +45,8 @@ pub struct HeadConfig {
     pub route_policy: RoutePolicy,
     /// The client APIs' keys; with none, the client APIs are open.
     pub keys: Keys,
+    /// The CORS origins and the hosts a loopback head answers to.
+    pub browser: BrowserPolicy,
 }
 
 impl HeadConfig {
@@ -64,6 +67,7 @@ impl HeadConfig {
             membership: Some(membership),
             route_policy: RoutePolicy::default(),
             keys: Keys::default(),
+            browser: BrowserPolicy::default(),
         }
     }
 }
@@ -183,12 +187,14 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         },
         config.keys.clone(),
     );
+    let app = config.browser.with_cors(app);
     let link_addrs = reachable_addrs(link.addr);
     let app = app.merge(admin::router(AdminState {
         fleet: fleet.clone(),
         link_addrs: link_addrs.clone(),
         keys: config.keys.clone(),
     }));
+    let app = config.browser.with_host_check(app, http_addr);
     // The task ends with the runtime; the last usage is saved by the
     // shutdown's own flush.
     drop(config.keys.spawn_flusher());

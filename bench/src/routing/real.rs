@@ -83,6 +83,7 @@ async fn start(
             membership: None,
             route_policy: policy,
             keys: Default::default(),
+            browser: Default::default(),
         },
     )
     .await

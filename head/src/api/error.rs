@@ -117,6 +117,13 @@ pub enum ApiError {
         /// The key's name.
         key: String,
     },
+    /// A head bound to loopback was addressed by a name it does not answer
+    /// to, as a web page using DNS rebinding would address it.
+    #[error("this server listens on loopback and answers only requests addressed to localhost, 127.0.0.1 or [::1]; this one came with {host}, as a web page using DNS rebinding would send. Use http://localhost:PORT or http://127.0.0.1:PORT, or start the server with --allowed-host NAME to answer to that name too")]
+    HostNotAllowed {
+        /// The host the request named, or what was wrong with it.
+        host: String,
+    },
     /// An admin key operation failed.
     #[error(transparent)]
     Keys(#[from] KeysError),
@@ -218,6 +225,12 @@ impl ApiError {
                 invalid,
                 Some("model".into()),
                 Some("model_not_allowed"),
+            ),
+            HostNotAllowed { .. } => (
+                StatusCode::FORBIDDEN,
+                invalid,
+                None,
+                Some("host_not_allowed"),
             ),
             Keys(KeysError::NameTaken { .. }) => {
                 (StatusCode::CONFLICT, invalid, Some("name".into()), None)
