@@ -3,6 +3,7 @@
 
 mod support;
 
+mod browser;
 mod fleet_mdns;
 mod fleet_membership;
 mod fleet_routing;
@@ -10,6 +11,7 @@ mod fleet_shutdown;
 mod fleet_support;
 mod keys;
 mod netns;
+mod python_clients;
 mod serve_chat;
 mod serve_completions;
 mod serve_errors;

@@ -1,0 +1,98 @@
+"""Drives a running superfluid with the official openai Python client.
+
+Reads SUPERFLUID_BASE_URL (ending in /v1), SUPERFLUID_TEST_KEY and
+SUPERFLUID_TEST_MODEL from the environment. Each case is a function named
+in CASES; each prints `ok NAME` or `FAIL NAME: why`, and the script exits
+non-zero when any failed. A new case (say, openai.RateLimitError once keys
+carry limits) is one more function in CASES.
+"""
+
+import os
+import sys
+import traceback
+
+import openai
+
+BASE_URL = os.environ["SUPERFLUID_BASE_URL"]
+KEY = os.environ["SUPERFLUID_TEST_KEY"]
+MODEL = os.environ["SUPERFLUID_TEST_MODEL"]
+MESSAGES = [{"role": "user", "content": "Say hello."}]
+
+
+def client(api_key):
+    # No retries: a refusal must surface as the client's exception at once.
+    return openai.OpenAI(base_url=BASE_URL, api_key=api_key, max_retries=0, timeout=60)
+
+
+def chat_completion_with_the_key():
+    answer = client(KEY).chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=8, temperature=0
+    )
+    text = answer.choices[0].message.content
+    assert text and text.strip(), f"empty answer: {answer!r}"
+
+
+def streamed_chat_completion_with_the_key():
+    stream = client(KEY).chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=8, temperature=0, stream=True
+    )
+    text = "".join(
+        chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices
+    )
+    assert text.strip(), "the stream carried no text"
+
+
+def models_list_names_the_model():
+    ids = [model.id for model in client(KEY).models.list()]
+    assert MODEL in ids, f"{MODEL} not in {ids}"
+
+
+def expect_authentication_error(said, api_key, extra_headers=None):
+    try:
+        client(api_key).chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=4, extra_headers=extra_headers
+        )
+    except openai.AuthenticationError as error:
+        assert error.status_code == 401, error.status_code
+        assert said in str(error), f"{said!r} not in {error}"
+        return
+    raise AssertionError("the request was answered")
+
+
+def no_key_raises_authentication_error():
+    # The client will not start without a key, so it is given one and told
+    # to send no `Authorization` header, as a client with no key would.
+    expect_authentication_error(
+        "needs a key", "unused", extra_headers={"Authorization": openai.omit}
+    )
+
+
+def wrong_key_raises_authentication_error():
+    expect_authentication_error("not valid", "sk-sf-" + "0" * 64)
+
+
+CASES = [
+    chat_completion_with_the_key,
+    streamed_chat_completion_with_the_key,
+    models_list_names_the_model,
+    no_key_raises_authentication_error,
+    wrong_key_raises_authentication_error,
+]
+
+
+def main():
+    print(f"openai {openai.__version__} against {BASE_URL}")
+    failed = 0
+    for case in CASES:
+        try:
+            case()
+        except Exception:
+            failed += 1
+            print(f"FAIL {case.__name__}:\n{traceback.format_exc()}")
+        else:
+            print(f"ok {case.__name__}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

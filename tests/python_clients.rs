@@ -1,0 +1,62 @@
+//! The official `openai` Python client against the real binary: what most
+//! users' code runs. `scripts/setup` installs it in `$SUPERFLUID_HOME/venv`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::fleet_support::{run_cmd, serial};
+use crate::support::{Server, MODEL};
+
+const KEY: &str = "sk-sf-python-client-test";
+
+/// The virtualenv's python, as `scripts/setup` makes it.
+fn venv_python() -> PathBuf {
+    let home = std::env::var("SUPERFLUID_HOME").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/superfluid",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    PathBuf::from(home).join("venv/bin/python")
+}
+
+#[tokio::test]
+async fn the_openai_python_client_works_with_a_key_and_raises_without_one() {
+    let python = venv_python();
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup, which installs the openai Python client there",
+        python.display()
+    );
+    let _serial = serial().await;
+    let server = Server::start(&["--api-key", KEY]).expect("starting superfluid serve");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_client.py");
+    let mut cmd = Command::new(&python);
+    cmd.arg(script)
+        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
+        .env("SUPERFLUID_TEST_KEY", KEY)
+        .env("SUPERFLUID_TEST_MODEL", MODEL)
+        // The client would otherwise read a key, address or proxy from here.
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL");
+    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
+    }
+    let ran = run_cmd("openai_client.py", cmd, Duration::from_secs(180))
+        .expect("running the openai client script");
+    assert!(ran.status.success(), "{}", ran.describe());
+    for case in [
+        "chat_completion_with_the_key",
+        "streamed_chat_completion_with_the_key",
+        "models_list_names_the_model",
+        "no_key_raises_authentication_error",
+        "wrong_key_raises_authentication_error",
+    ] {
+        assert!(
+            ran.stdout.contains(&format!("ok {case}\n")),
+            "{case} did not pass: {}",
+            ran.describe()
+        );
+    }
+}
