@@ -382,6 +382,34 @@ mod tests {
     }
 
     #[test]
+    fn browser_flags_repeat_or_come_comma_separated_on_serve_and_head() {
+        let args = [
+            "--cors-origin",
+            "http://localhost:3000,https://chat.example.com",
+            "--allowed-host",
+            "chat.example.lan",
+            "--allowed-host",
+            "llm.lan",
+        ];
+        for command in ["serve", "head"] {
+            let browser = match Cli::try_parse_from(["superfluid", command].iter().chain(&args)) {
+                Ok(Cli {
+                    command: Command::Serve(flags),
+                }) => flags.browser,
+                Ok(Cli {
+                    command: Command::Head(flags),
+                }) => flags.browser,
+                other => panic!("{command} with browser flags should parse: {other:?}"),
+            };
+            assert_eq!(
+                browser.cors_origins,
+                ["http://localhost:3000", "https://chat.example.com"]
+            );
+            assert_eq!(browser.allowed_hosts, ["chat.example.lan", "llm.lan"]);
+        }
+    }
+
+    #[test]
     fn labels_are_key_value() {
         assert_eq!(parse_label("gpu=4090"), Ok(("gpu".into(), "4090".into())));
         assert!(parse_label("gpu").is_err());
