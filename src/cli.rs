@@ -82,6 +82,10 @@ pub struct AccessFlags {
     /// Serve an open API, with no key, on an address other machines can reach.
     #[arg(long)]
     pub insecure_no_auth: bool,
+    /// A key `GET /metrics` needs, as `Authorization: Bearer KEY`; without
+    /// it the metrics are open.
+    #[arg(long, env = "SUPERFLUID_METRICS_KEY", hide_env_values = true)]
+    pub metrics_key: Option<String>,
 }
 
 #[derive(Debug, Args)]

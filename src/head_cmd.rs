@@ -34,6 +34,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
         HeadConfig {
             route_policy: flags.route_policy,
             keys,
+            metrics_key: flags.access.metrics_key,
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )

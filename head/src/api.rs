@@ -10,6 +10,8 @@
 //! - [`handlers`]: the routes.
 //! - [`auth`]: the key check in front of the client routes.
 //! - [`metrics_page`]: the Prometheus page of the fleet's counters and nodes.
+//! - [`metrics_key`]: the optional key in front of that page.
+//! - [`request_metrics`]: the layer that counts every response.
 
 pub mod admin;
 pub mod admin_keys;
@@ -18,8 +20,10 @@ pub mod error;
 pub mod extract;
 pub mod generate;
 pub mod handlers;
+pub mod metrics_key;
 pub mod metrics_page;
 pub mod output;
+pub mod request_metrics;
 pub mod respond;
 pub mod types;
 pub mod unsupported;
@@ -37,6 +41,8 @@ mod shape_tests;
 mod tests;
 
 pub use error::ApiError;
+pub use metrics_key::MetricsKey;
+pub use request_metrics::count_requests;
 pub use respond::NODE_HEADER;
 
 use crate::codec::Catalog;
@@ -64,6 +70,16 @@ pub fn router(state: AppState) -> Router {
 /// The head's HTTP routes; once `keys` holds a key, the client routes
 /// (not `/health` and `/metrics`) need one.
 pub fn router_with_keys(state: AppState, keys: Keys) -> Router {
+    router_with_access(state, keys, MetricsKey::default())
+}
+
+/// [`router_with_keys`], with `/metrics` behind `metrics_key` when it is
+/// set.
+pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) -> Router {
+    let metrics = get(handlers::metrics).route_layer(middleware::from_fn_with_state(
+        metrics_key,
+        metrics_key::require,
+    ));
     Router::new()
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
@@ -71,7 +87,7 @@ pub fn router_with_keys(state: AppState, keys: Keys) -> Router {
         // Only the routes above pass the key check.
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
         .route("/health", get(handlers::health))
-        .route("/metrics", get(handlers::metrics))
+        .route("/metrics", metrics)
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::admin::{self, AdminState};
-use crate::api::{router_with_keys, AppState};
+use crate::api::{count_requests, router_with_access, AppState, MetricsKey};
 use crate::codec::{Catalog, CodecError};
 use crate::fleet::Fleet;
 use crate::fleet::{listen, LinkListenConfig, LinkListener};
@@ -44,6 +44,8 @@ pub struct HeadConfig {
     pub route_policy: RoutePolicy,
     /// The client APIs' keys; with none, the client APIs are open.
     pub keys: Keys,
+    /// The key `GET /metrics` needs; `None` leaves it open.
+    pub metrics_key: Option<String>,
 }
 
 impl HeadConfig {
@@ -64,6 +66,7 @@ impl HeadConfig {
             membership: Some(membership),
             route_policy: RoutePolicy::default(),
             keys: Keys::default(),
+            metrics_key: None,
         }
     }
 }
@@ -176,12 +179,13 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         source,
     })?;
     let model_ids = catalog.ids();
-    let app = router_with_keys(
+    let app = router_with_access(
         AppState {
             catalog,
             fleet: fleet.clone(),
         },
         config.keys.clone(),
+        MetricsKey::new(config.metrics_key.as_deref()),
     );
     let link_addrs = reachable_addrs(link.addr);
     let app = app.merge(admin::router(AdminState {
@@ -189,6 +193,7 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         link_addrs: link_addrs.clone(),
         keys: config.keys.clone(),
     }));
+    let app = count_requests(app, fleet.metrics().clone());
     // The task ends with the runtime; the last usage is saved by the
     // shutdown's own flush.
     drop(config.keys.spawn_flusher());

@@ -83,6 +83,7 @@ async fn start(
             membership: None,
             route_policy: policy,
             keys: Default::default(),
+            metrics_key: None,
         },
     )
     .await
