@@ -77,4 +77,6 @@ pub fn exported_names() -> Vec<String> {
 }
 
 #[cfg(test)]
+mod dashboard_tests;
+#[cfg(test)]
 mod tests;
