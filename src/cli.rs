@@ -133,6 +133,10 @@ pub struct NodeFlags {
     /// The node's data dir: its key and fleet credential [default: $SUPERFLUID_HOME/node].
     #[arg(long, env = "SUPERFLUID_NODE_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Serve the engine's own load and speeds for Prometheus at
+    /// `http://ADDR/metrics` (the head's /metrics covers the fleet).
+    #[arg(long, env = "SUPERFLUID_NODE_METRICS")]
+    pub metrics: Option<SocketAddr>,
     #[command(flatten)]
     pub engine: EngineFlags,
 }
