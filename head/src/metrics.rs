@@ -105,26 +105,22 @@ impl std::fmt::Debug for Metrics {
 /// constants of this file, each registered once, so this cannot fail; the
 /// metrics tests build a [`Metrics`] to prove it.
 fn registered<C: Collector + Clone + 'static>(registry: &Registry, collector: C) -> C {
-    #[allow(clippy::expect_used)]
     registry
         .register(Box::new(collector.clone()))
         .expect("metric names are constant and registered once");
     collector
 }
 
-#[allow(clippy::expect_used)]
 fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
     let c = IntCounter::new(name, help).expect("a constant, valid metric name");
     registered(registry, c)
 }
 
-#[allow(clippy::expect_used)]
 fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a constant, valid name");
     registered(registry, c)
 }
 
-#[allow(clippy::expect_used)]
 fn histograms(registry: &Registry, name: &str, help: &str, buckets: &[f64]) -> HistogramVec {
     let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
     let h = HistogramVec::new(opts, &["model"]).expect("a constant, valid name");
