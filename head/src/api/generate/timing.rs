@@ -45,6 +45,9 @@ impl Timing {
     /// the first count 0), so that a generation of `n` tokens observes
     /// `n - 1` gaps.
     pub fn tokens(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
         let now = Instant::now();
         let Some(latency) = &self.latency else {
             self.last_tokens = Some(now);
@@ -57,7 +60,7 @@ impl Timing {
                     .observe(now.duration_since(self.received).as_secs_f64());
                 (n.saturating_sub(1), 0.0)
             }
-            Some(last) => (n, now.duration_since(last).as_secs_f64() / n.max(1) as f64),
+            Some(last) => (n, now.duration_since(last).as_secs_f64() / n as f64),
         };
         for _ in 0..gaps {
             latency.inter_token.observe(gap);

@@ -51,3 +51,13 @@ fn models_are_observed_apart() {
     assert_eq!(metrics.latency("a").ttft.get_sample_count(), 1);
     assert_eq!(metrics.latency("b").ttft.get_sample_count(), 0);
 }
+
+#[test]
+fn an_empty_batch_of_tokens_is_not_a_first_token() {
+    let metrics = Metrics::default();
+    let mut timing = Timing::new(Some(metrics.latency("smol")), Instant::now());
+    timing.tokens(0);
+    assert_eq!(metrics.latency("smol").ttft.get_sample_count(), 0);
+    timing.tokens(1);
+    assert_eq!(metrics.latency("smol").ttft.get_sample_count(), 1);
+}
