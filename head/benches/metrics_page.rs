@@ -7,7 +7,7 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::{Duration, SystemTime};
-use superfluid_head::api::metrics_page::page;
+use superfluid_head::api::metrics_page::{page, Scraped};
 use superfluid_head::fleet::{NodeLoadSnapshot, NodeSnapshot, NodeState};
 use superfluid_head::metrics::Metrics;
 use superfluid_head::routing::{Reason, RoutePolicy};
@@ -92,10 +92,15 @@ fn scrape(c: &mut Criterion) {
     let nodes = nodes();
     let metrics = metrics_after_traffic();
     let refusals = [("expired", 3), ("revoked", 1)];
-    let bytes = page(&metrics, &nodes, Some(&refusals)).len();
+    let scraped = Scraped {
+        nodes: &nodes,
+        join_refusals: Some(&refusals),
+        key_usage: &[],
+    };
+    let bytes = page(&metrics, scraped).len();
     c.bench_function(
         &format!("metrics page, {NODES} nodes ({bytes} bytes)"),
-        |b| b.iter(|| page(black_box(&metrics), black_box(&nodes), Some(&refusals))),
+        |b| b.iter(|| page(black_box(&metrics), black_box(scraped))),
     );
 }
 

@@ -50,7 +50,7 @@ use crate::fleet::Fleet;
 use crate::keys::Keys;
 use axum::middleware;
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{Extension, Router};
 use std::sync::Arc;
 
 /// What every handler shares.
@@ -76,10 +76,13 @@ pub fn router_with_keys(state: AppState, keys: Keys) -> Router {
 /// [`router_with_keys`], with `/metrics` behind `metrics_key` when it is
 /// set.
 pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) -> Router {
-    let metrics = get(handlers::metrics).route_layer(middleware::from_fn_with_state(
-        metrics_key,
-        metrics_key::require,
-    ));
+    // The page lists usage by key name; the keys themselves are not on it.
+    let metrics = get(handlers::metrics)
+        .layer(Extension(keys.clone()))
+        .route_layer(middleware::from_fn_with_state(
+            metrics_key,
+            metrics_key::require,
+        ));
     Router::new()
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))

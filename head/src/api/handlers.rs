@@ -11,6 +11,7 @@ use super::wire::models::{ModelCard, ModelList};
 use super::wire::Object;
 use super::{ApiError, AppState};
 use crate::codec::ModelCodec;
+use crate::keys::Keys;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::Response;
@@ -173,13 +174,17 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
 
 /// `GET /metrics`: the head's counters, histograms and each node's load, in the
 /// Prometheus text format.
-pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+pub async fn metrics(
+    State(state): State<AppState>,
+    keys: Option<Extension<Keys>>,
+) -> impl axum::response::IntoResponse {
+    let keys = keys.map(|Extension(keys)| keys).unwrap_or_default();
     (
         [(
             axum::http::header::CONTENT_TYPE,
             super::metrics_page::CONTENT_TYPE,
         )],
-        super::metrics_page::render(&state.fleet),
+        super::metrics_page::render(&state.fleet, &keys),
     )
 }
 

@@ -1,7 +1,7 @@
 //! The page `GET /metrics` serves, in the Prometheus text format: the
 //! head's counters and histograms, each node's gauges read from the fleet
-//! at scrape time (`metrics_page/nodes.rs`), and the membership's join
-//! refusals.
+//! at scrape time (`metrics_page/nodes.rs`), the membership's join
+//! refusals, and usage by API key (`metrics_page/keys.rs`).
 //!
 //! It reads the fleet from above; the counters themselves
 //! ([`crate::metrics`]) sit below the fleet, which updates them.
@@ -10,8 +10,10 @@ use prometheus::proto::{MetricFamily, MetricType};
 use prometheus::TextEncoder;
 
 use crate::fleet::{Fleet, NodeSnapshot};
+use crate::keys::{KeyRecord, Keys, UsageSnapshot};
 use crate::metrics::Metrics;
 
+mod keys;
 mod nodes;
 
 const JOIN_REFUSALS: &str = "superfluid_join_refusals_total";
@@ -19,29 +21,42 @@ const JOIN_REFUSALS: &str = "superfluid_join_refusals_total";
 /// The content type of the page.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// The metrics page for `fleet` as it is now.
-pub fn render(fleet: &Fleet) -> String {
+/// What the page reads at scrape time, besides the counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scraped<'a> {
+    /// The connected nodes, and the enrolled ones that are down.
+    pub nodes: &'a [NodeSnapshot],
+    /// The membership's refusals by reason; `None` without a membership.
+    pub join_refusals: Option<&'a [(&'static str, u64)]>,
+    /// The named API keys and their usage.
+    pub key_usage: &'a [(KeyRecord, UsageSnapshot)],
+}
+
+/// The metrics page for `fleet` and `keys` as they are now.
+pub fn render(fleet: &Fleet, keys: &Keys) -> String {
     // With a membership, enrolled nodes that are not connected count as down.
     let nodes = match fleet.membership() {
         Some(_) => fleet.roster(),
         None => fleet.nodes(),
     };
     let refusals = fleet.membership().map(|m| m.refusals());
-    page(fleet.metrics(), &nodes, refusals.as_deref())
+    let key_usage = keys.list();
+    let scraped = Scraped {
+        nodes: &nodes,
+        join_refusals: refusals.as_deref(),
+        key_usage: &key_usage,
+    };
+    page(fleet.metrics(), scraped)
 }
 
-/// The metrics page: `metrics`' families, the node families of `nodes`,
-/// and the join refusals where the head has a membership.
-pub fn page(
-    metrics: &Metrics,
-    nodes: &[NodeSnapshot],
-    join_refusals: Option<&[(&'static str, u64)]>,
-) -> String {
+/// The metrics page: `metrics`' families, then what was `scraped`.
+pub fn page(metrics: &Metrics, scraped: Scraped<'_>) -> String {
     let mut families = metrics.families();
-    families.extend(nodes::families(nodes));
-    if let Some(refusals) = join_refusals {
+    families.extend(nodes::families(scraped.nodes));
+    if let Some(refusals) = scraped.join_refusals {
         families.push(join_refusal_family(refusals));
     }
+    families.extend(keys::families(scraped.key_usage));
     families.sort_by(|a, b| a.name().cmp(b.name()));
     let mut out = String::with_capacity(16 * 1024);
     if let Err(e) = TextEncoder::new().encode_utf8(&families, &mut out) {
@@ -71,6 +86,7 @@ fn join_refusal_family(refusals: &[(&'static str, u64)]) -> MetricFamily {
 pub fn exported_names() -> Vec<String> {
     let mut names = Metrics::default().names();
     names.extend(nodes::names().map(str::to_owned));
+    names.extend(keys::names().map(str::to_owned));
     names.push(JOIN_REFUSALS.to_owned());
     names.sort();
     names

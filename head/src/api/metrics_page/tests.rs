@@ -47,7 +47,7 @@ fn every_sample_has_help_and_type_and_the_prefix() {
         .metrics()
         .record_route(RoutePolicy::LeastTtft, Reason::Cold, 0);
     fleet.metrics().record_finished("smol", 100, 64);
-    let page = render(&fleet);
+    let page = render(&fleet, &Keys::default());
     assert!(page
         .contains("superfluid_route_decisions_total{policy=\"least-ttft\",reason=\"cold\"} 1\n"));
     assert!(page.contains("superfluid_prompt_tokens_total{model=\"smol\",source=\"cached\"} 64\n"));
@@ -90,7 +90,11 @@ fn each_node_figure_is_one_sample_per_connected_node_that_has_it() {
         ),
         node("away", "", NodeState::Down, NodeLoadSnapshot::default()),
     ];
-    let page = page(&Metrics::default(), &nodes, None);
+    let scraped = Scraped {
+        nodes: &nodes,
+        ..Scraped::default()
+    };
+    let page = page(&Metrics::default(), scraped);
     let one = "{node=\"gpu \\\"one\\\"\",node_id=\"node-1\"}";
     let two = "{node=\"cpu\",node_id=\"node-2\"}";
     assert_eq!(
@@ -138,10 +142,53 @@ fn each_node_figure_is_one_sample_per_connected_node_that_has_it() {
     );
 }
 
+fn key_usage(name: &str, requests: u64) -> (KeyRecord, UsageSnapshot) {
+    let record = KeyRecord {
+        name: name.to_owned(),
+        created: 0,
+        expires: None,
+        models: None,
+        rpm: None,
+        tpm: None,
+    };
+    let usage = UsageSnapshot {
+        requests,
+        prompt_tokens: 100,
+        cached_tokens: 40,
+        completion_tokens: 7,
+        last_used: None,
+    };
+    (record, usage)
+}
+
+#[test]
+fn usage_is_listed_by_key_name_and_not_without_keys() {
+    let keys = [key_usage("alice", 3), key_usage("bob", 0)];
+    let scraped = Scraped {
+        key_usage: &keys,
+        ..Scraped::default()
+    };
+    let page = page(&Metrics::default(), scraped);
+    assert_eq!(
+        lines(&page, "superfluid_api_key_requests_total"),
+        [
+            "superfluid_api_key_requests_total{key=\"alice\"} 3",
+            "superfluid_api_key_requests_total{key=\"bob\"} 0",
+        ]
+    );
+    assert!(page.contains("superfluid_api_key_completion_tokens_total{key=\"alice\"} 7\n"));
+    let without = super::page(&Metrics::default(), Scraped::default());
+    assert!(!without.contains("superfluid_api_key"), "{without}");
+}
+
 #[test]
 fn join_refusals_are_listed_by_reason_where_the_head_has_a_membership() {
     let refusals = [("expired", 2), ("revoked", 0)];
-    let page = page(&Metrics::default(), &[], Some(&refusals));
+    let scraped = Scraped {
+        join_refusals: Some(&refusals),
+        ..Scraped::default()
+    };
+    let page = page(&Metrics::default(), scraped);
     assert_eq!(
         lines(&page, "superfluid_join_refusals_total"),
         [
@@ -149,7 +196,7 @@ fn join_refusals_are_listed_by_reason_where_the_head_has_a_membership() {
             "superfluid_join_refusals_total{reason=\"revoked\"} 0",
         ]
     );
-    let without = super::page(&Metrics::default(), &[], None);
+    let without = super::page(&Metrics::default(), Scraped::default());
     assert!(!without.contains("superfluid_join_refusals_total"));
 }
 
@@ -164,7 +211,13 @@ fn every_family_on_a_page_is_among_the_exported_names() {
         NodeState::Up,
         NodeLoadSnapshot::default(),
     )];
-    let page = page(&metrics, &nodes, Some(&[("expired", 1)]));
+    let keys = [key_usage("ci", 0)];
+    let scraped = Scraped {
+        nodes: &nodes,
+        join_refusals: Some(&[("expired", 1)]),
+        key_usage: &keys,
+    };
+    let page = page(&metrics, scraped);
     let names = exported_names();
     for line in page.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
         let name = line.split(' ').next().unwrap_or_default();
