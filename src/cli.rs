@@ -84,6 +84,10 @@ pub struct AccessFlags {
     /// Serve an open API, with no key, on an address other machines can reach.
     #[arg(long)]
     pub insecure_no_auth: bool,
+    /// A key `GET /metrics` needs, as `Authorization: Bearer KEY`; without
+    /// it the metrics are open.
+    #[arg(long, env = "SUPERFLUID_METRICS_KEY", hide_env_values = true)]
+    pub metrics_key: Option<String>,
 }
 
 /// What web browsers may do with the HTTP API.
@@ -164,6 +168,10 @@ pub struct NodeFlags {
     /// The node's data dir: its key and fleet credential [default: $SUPERFLUID_HOME/node].
     #[arg(long, env = "SUPERFLUID_NODE_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Serve the engine's own load and speeds for Prometheus at
+    /// `http://ADDR/metrics` (the head's /metrics covers the fleet).
+    #[arg(long, env = "SUPERFLUID_NODE_METRICS")]
+    pub metrics: Option<SocketAddr>,
     #[command(flatten)]
     pub engine: EngineFlags,
 }

@@ -36,6 +36,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
             route_policy: flags.route_policy,
             keys,
             browser,
+            metrics_key: flags.access.metrics_key,
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )

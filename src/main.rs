@@ -9,6 +9,7 @@ mod fleet_cmd;
 mod head_cmd;
 mod keys_cmd;
 mod node_cmd;
+mod node_metrics;
 mod runtime;
 mod serve;
 

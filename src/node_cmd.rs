@@ -84,7 +84,7 @@ pub async fn join(join: Join) -> Result<()> {
         credential_dir: Some(dir.clone()),
         join_only: join.no_run,
     };
-    run_agent(agent, join.engine).await?;
+    run_agent(agent, join.engine, None).await?;
     if join.no_run {
         let credential = Credential::load(&dir)?;
         println!(
@@ -115,15 +115,23 @@ pub async fn run(flags: NodeFlags) -> Result<()> {
         join_only: false,
     };
     tracing::info!(fleet = %credential.fleet_id, name = %credential.name, "starting the node");
-    run_agent(agent, flags.engine).await
+    run_agent(agent, flags.engine, flags.metrics).await
 }
 
-/// Starts the engine and serves the head until the agent gives up.
-async fn run_agent(mut agent: AgentConfig, flags: EngineFlags) -> Result<()> {
+/// Starts the engine (and its metrics page at `metrics`, if given) and
+/// serves the head until the agent gives up.
+async fn run_agent(
+    mut agent: AgentConfig,
+    flags: EngineFlags,
+    metrics: Option<SocketAddr>,
+) -> Result<()> {
     let config = EngineConfig::from_flags(flags)?;
     agent.model_sha256 = Some(hash_model(&config.model).await?);
     let backend = engine::backend()?;
-    let engine = config.start(&backend)?;
-    agent::run_until(Arc::new(engine), agent, shutdown_signal).await?;
+    let engine = Arc::new(config.start(&backend)?);
+    if let Some(addr) = metrics {
+        crate::node_metrics::serve(addr, engine.clone()).await?;
+    }
+    agent::run_until(engine, agent, shutdown_signal).await?;
     Ok(())
 }

@@ -40,6 +40,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             route_policy: flags.route_policy,
             keys,
             browser,
+            metrics_key: flags.access.metrics_key,
         },
     )
     .await?;

@@ -135,6 +135,11 @@ async fn expired_token_is_refused() {
         !dir.path().join("node.json").exists(),
         "a refused join wrote node.json"
     );
+    let page = head.metrics().await;
+    assert!(
+        page.contains("superfluid_join_refusals_total{reason=\"expired\"} 1\n"),
+        "the refusal is counted by reason:\n{page}"
+    );
 }
 
 #[tokio::test]

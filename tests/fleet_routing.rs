@@ -128,8 +128,10 @@ async fn each_next_turn_goes_to_the_node_holding_its_conversation() {
         "superfluid_route_decisions_total{policy=\"least-ttft\",reason=\"warm\"}",
     );
     assert!(warm >= 6.0, "six warm decisions should be counted:\n{page}");
-    let cached = sample(&page, "superfluid_cached_prompt_tokens_total");
-    let prompt = sample(&page, "superfluid_prompt_tokens_total");
+    let samples = crate::scrape::parse(&page);
+    let prompt_tokens = "superfluid_prompt_tokens_total";
+    let cached = crate::scrape::sum(&samples, prompt_tokens, &[("source", "cached")]);
+    let prompt = crate::scrape::sum(&samples, prompt_tokens, &[]);
     assert!(
         cached > 0.0 && cached < prompt,
         "cached prompt tokens ({cached}) should be counted, and be part of all prompt tokens ({prompt})"

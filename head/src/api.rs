@@ -11,6 +11,8 @@
 //! - [`auth`]: the key check in front of the client routes.
 //! - [`browser`]: CORS and the `Host` check against DNS rebinding.
 //! - [`metrics_page`]: the Prometheus page of the fleet's counters and nodes.
+//! - [`metrics_key`]: the optional key in front of that page.
+//! - [`request_metrics`]: the layer that counts every response.
 
 pub mod admin;
 pub mod admin_keys;
@@ -20,8 +22,10 @@ pub mod error;
 pub mod extract;
 pub mod generate;
 pub mod handlers;
+pub mod metrics_key;
 pub mod metrics_page;
 pub mod output;
+pub mod request_metrics;
 pub mod respond;
 pub mod types;
 pub mod unsupported;
@@ -39,6 +43,8 @@ mod shape_tests;
 mod tests;
 
 pub use error::ApiError;
+pub use metrics_key::MetricsKey;
+pub use request_metrics::count_requests;
 pub use respond::NODE_HEADER;
 
 use crate::codec::Catalog;
@@ -46,7 +52,7 @@ use crate::fleet::Fleet;
 use crate::keys::Keys;
 use axum::middleware;
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{Extension, Router};
 use std::sync::Arc;
 
 /// What every handler shares.
@@ -66,6 +72,19 @@ pub fn router(state: AppState) -> Router {
 /// The head's HTTP routes; once `keys` holds a key, the client routes
 /// (not `/health` and `/metrics`) need one.
 pub fn router_with_keys(state: AppState, keys: Keys) -> Router {
+    router_with_access(state, keys, MetricsKey::default())
+}
+
+/// [`router_with_keys`], with `/metrics` behind `metrics_key` when it is
+/// set.
+pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) -> Router {
+    // The page lists usage by key name; the keys themselves are not on it.
+    let metrics = get(handlers::metrics)
+        .layer(Extension(keys.clone()))
+        .route_layer(middleware::from_fn_with_state(
+            metrics_key,
+            metrics_key::require,
+        ));
     Router::new()
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
@@ -73,7 +92,7 @@ pub fn router_with_keys(state: AppState, keys: Keys) -> Router {
         // Only the routes above pass the key check.
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
         .route("/health", get(handlers::health))
-        .route("/metrics", get(handlers::metrics))
+        .route("/metrics", metrics)
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)

@@ -84,8 +84,8 @@ impl Fleet {
         self.router.lock().policy()
     }
 
-    /// The head's counters.
-    pub fn metrics(&self) -> &Metrics {
+    /// The head's counters and histograms.
+    pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 
@@ -241,13 +241,16 @@ impl Fleet {
     /// it stays in both until the returned [`Member`] is dropped.
     pub(crate) fn join(&self, joining: Joining) -> Result<Member, Taken> {
         let unique = self.membership.is_some();
-        Member::join(
+        let name = joining.name.clone();
+        let member = Member::join(
             self.inner.clone(),
             self.router.clone(),
             joining,
             &self.models,
             unique,
-        )
+        )?;
+        self.metrics.record_join(&name);
+        Ok(member)
     }
 
     pub(crate) fn registry(&self) -> &Registry {

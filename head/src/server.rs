@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::admin::{self, AdminState};
 use crate::api::browser::BrowserPolicy;
-use crate::api::{router_with_keys, AppState};
+use crate::api::{count_requests, router_with_access, AppState, MetricsKey};
 use crate::codec::{Catalog, CodecError};
 use crate::fleet::Fleet;
 use crate::fleet::{listen, LinkListenConfig, LinkListener};
@@ -47,6 +47,8 @@ pub struct HeadConfig {
     pub keys: Keys,
     /// The CORS origins and the hosts a loopback head answers to.
     pub browser: BrowserPolicy,
+    /// The key `GET /metrics` needs; `None` leaves it open.
+    pub metrics_key: Option<String>,
 }
 
 impl HeadConfig {
@@ -68,6 +70,7 @@ impl HeadConfig {
             route_policy: RoutePolicy::default(),
             keys: Keys::default(),
             browser: BrowserPolicy::default(),
+            metrics_key: None,
         }
     }
 }
@@ -180,12 +183,13 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         source,
     })?;
     let model_ids = catalog.ids();
-    let app = router_with_keys(
+    let app = router_with_access(
         AppState {
             catalog,
             fleet: fleet.clone(),
         },
         config.keys.clone(),
+        MetricsKey::new(config.metrics_key.as_deref()),
     );
     let app = config.browser.with_cors(app);
     let link_addrs = reachable_addrs(link.addr);
@@ -195,6 +199,8 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         keys: config.keys.clone(),
     }));
     let app = config.browser.with_host_check(app, http_addr);
+    // Outside the Host check, so that refused hosts are counted too.
+    let app = count_requests(app, fleet.metrics().clone());
     // The task ends with the runtime; the last usage is saved by the
     // shutdown's own flush.
     drop(config.keys.spawn_flusher());

@@ -84,6 +84,7 @@ async fn start(
             route_policy: policy,
             keys: Default::default(),
             browser: Default::default(),
+            metrics_key: None,
         },
     )
     .await

@@ -96,6 +96,10 @@ pub enum ApiError {
     /// An admin route was called without the head's admin key.
     #[error("this admin route needs the head's admin key as `Authorization: Bearer KEY`; the key is in admin.key in the head's data dir")]
     Unauthorized,
+    /// `/metrics` was scraped without the head's metrics key, or with
+    /// another key, while one is set.
+    #[error("/metrics needs the head's metrics key as `Authorization: Bearer KEY`: the one given to the head with --metrics-key (SUPERFLUID_METRICS_KEY); set it in the scraper's `authorization` credentials")]
+    MetricsKey,
     /// A client route was called without a key while keys are required.
     #[error("this API needs a key: send it as `Authorization: Bearer KEY` or `x-api-key: KEY`; the operator makes keys with `superfluid keys create NAME`")]
     MissingApiKey,
@@ -214,6 +218,12 @@ impl ApiError {
                 None,
                 Some("invalid_admin_key"),
             ),
+            MetricsKey => (
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                None,
+                Some("invalid_metrics_key"),
+            ),
             MissingApiKey | InvalidApiKey | ExpiredApiKey { .. } => (
                 StatusCode::UNAUTHORIZED,
                 invalid,
@@ -309,7 +319,10 @@ impl IntoResponse for ApiError {
         }
         let challenge = matches!(
             self,
-            ApiError::MissingApiKey | ApiError::InvalidApiKey | ApiError::ExpiredApiKey { .. }
+            ApiError::MissingApiKey
+                | ApiError::InvalidApiKey
+                | ApiError::ExpiredApiKey { .. }
+                | ApiError::MetricsKey
         );
         let mut response = (status, Json(self.body())).into_response();
         if challenge {

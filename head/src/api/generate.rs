@@ -11,7 +11,10 @@ use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
 use superfluid_proto::{GenerateEvent, GenerateRequest, TokenId};
+use timing::Timing;
 use tracing::Span;
+
+mod timing;
 
 /// The prompt must leave room for at least one generated token.
 pub fn check_context(len: usize, max: u32, param: &'static str) -> Result<(), ApiError> {
@@ -76,6 +79,7 @@ pub struct Generation {
     usage: Usage,
     finish: FinishReason,
     started: Instant,
+    timing: Timing,
     seen_first_token: bool,
     span: Span,
     on_end: Option<UsageHook>,
@@ -91,9 +95,11 @@ pub type UsageHook = Box<dyn FnOnce(Usage) + Send + Sync>;
 
 impl Generation {
     /// Checks the prompt against the context and sends it to a node.
-    /// `param` names the request field the prompt came from.
+    /// `param` names the request field the prompt came from; `received` is
+    /// when the request arrived, which its latencies count from.
     pub async fn start(
         state: &AppState,
+        received: Instant,
         codec: Arc<ModelCodec>,
         prompt: Vec<TokenId>,
         params: &Params,
@@ -125,6 +131,8 @@ impl Generation {
         };
         let started = Instant::now();
         let remote = state.fleet.generate(&mut request).await?;
+        let timing = Timing::new(Some(state.fleet.metrics().latency(codec.id())), received);
+        timing.dispatched();
         let node = remote.node_name.clone();
         span.record("node", node.as_str());
         let retry = Retry {
@@ -135,6 +143,7 @@ impl Generation {
         let mut generation =
             Generation::from_source(Box::new(remote), codec, &params.stop, len, node, span);
         generation.started = started;
+        generation.timing = timing;
         generation.retry = Some(retry);
         generation.param = param;
         Ok(generation)
@@ -162,6 +171,7 @@ impl Generation {
             },
             finish: FinishReason::Stop,
             started: Instant::now(),
+            timing: Timing::new(None, Instant::now()),
             seen_first_token: false,
             span,
             on_end: None,
@@ -194,13 +204,17 @@ impl Generation {
                     self.remote = None;
                     match self.send_elsewhere(err).await {
                         Ok(()) => continue,
-                        Err(err) => return Err(err.into()),
+                        Err(err) => {
+                            self.timing.end();
+                            return Err(err.into());
+                        }
                     }
                 }
             };
             match event {
                 Some(GenerateEvent::Tokens(ids)) => {
                     self.first_token();
+                    self.timing.tokens(ids.len());
                     let n = u32::try_from(ids.len()).unwrap_or(u32::MAX);
                     self.usage.completion_tokens = self.usage.completion_tokens.saturating_add(n);
                     let text = self.detok.feed(&self.codec, &ids);
@@ -231,6 +245,7 @@ impl Generation {
                 }
                 Some(GenerateEvent::Failed { kind, message }) => {
                     self.remote = None;
+                    self.timing.end();
                     return Err(ApiError::NodeFailed {
                         kind,
                         message,
@@ -239,6 +254,7 @@ impl Generation {
                 }
                 None => {
                     self.remote = None;
+                    self.timing.end();
                     return Err(ApiError::Generation {
                         message: format!(
                             "node {} ended the stream without a final outcome; retry the request",
@@ -293,7 +309,8 @@ impl Generation {
         }
     }
 
-    fn log_end(&self) {
+    fn log_end(&mut self) {
+        self.timing.end();
         let usage = self.usage;
         self.span.in_scope(|| {
             tracing::info!(
@@ -308,6 +325,8 @@ impl Generation {
 
 impl Drop for Generation {
     fn drop(&mut self) {
+        // A client that went away ends the generation here.
+        self.timing.end();
         if let Some(hook) = self.on_end.take() {
             hook(self.usage);
         }

@@ -4,12 +4,14 @@
 use super::auth::{self, Caller};
 use super::extract::ApiJson;
 use super::generate::Generation;
+use super::request_metrics::RequestModel;
 use super::respond::{self, Envelope, Flavor};
 use super::types::CompletionRequest;
 use super::wire::models::{ModelCard, ModelList};
 use super::wire::Object;
 use super::{ApiError, AppState};
 use crate::codec::ModelCodec;
+use crate::keys::Keys;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::Response;
@@ -17,7 +19,7 @@ use axum::{Extension, Json};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use superfluid_proto::TokenId;
 use tracing::{field, Instrument, Span};
 
@@ -25,20 +27,33 @@ use tracing::{field, Instrument, Span};
 pub async fn chat(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
+    counted: Option<Extension<RequestModel>>,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
+    let received = Instant::now();
     let id = next_request_id();
     let span = request_span("chat", &id);
     let inner = span.clone();
     let work = async move {
         let codec = find_model(&state, &req)?;
+        if let Some(Extension(counted)) = &counted {
+            counted.set(codec.id());
+        }
         auth::check_model(caller.as_ref(), codec.id())?;
         let messages = req.chat_messages()?;
         let params = req.params()?;
         let text = codec.render_chat(&messages)?;
         let prompt = tokenize(&codec, text).await?;
-        let mut generation =
-            Generation::start(&state, codec.clone(), prompt, &params, "messages", inner).await?;
+        let mut generation = Generation::start(
+            &state,
+            received,
+            codec.clone(),
+            prompt,
+            &params,
+            "messages",
+            inner,
+        )
+        .await?;
         auth::meter(caller.as_ref(), &mut generation);
         let envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
         run(generation, envelope, params.stream, params.include_usage).await
@@ -50,19 +65,32 @@ pub async fn chat(
 pub async fn completions(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
+    counted: Option<Extension<RequestModel>>,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
+    let received = Instant::now();
     let id = next_request_id();
     let span = request_span("completions", &id);
     let inner = span.clone();
     let work = async move {
         let codec = find_model(&state, &req)?;
+        if let Some(Extension(counted)) = &counted {
+            counted.set(codec.id());
+        }
         auth::check_model(caller.as_ref(), codec.id())?;
         let text = req.prompt_text()?;
         let params = req.params()?;
         let prompt = tokenize(&codec, text.to_owned()).await?;
-        let mut generation =
-            Generation::start(&state, codec.clone(), prompt, &params, "prompt", inner).await?;
+        let mut generation = Generation::start(
+            &state,
+            received,
+            codec.clone(),
+            prompt,
+            &params,
+            "prompt",
+            inner,
+        )
+        .await?;
         auth::meter(caller.as_ref(), &mut generation);
         let envelope = Envelope::new(Flavor::Text, codec.id(), &id);
         run(generation, envelope, params.stream, params.include_usage).await
@@ -144,15 +172,19 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
     )
 }
 
-/// `GET /metrics`: the head's counters and each node's load, in the
+/// `GET /metrics`: the head's counters, histograms and each node's load, in the
 /// Prometheus text format.
-pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+pub async fn metrics(
+    State(state): State<AppState>,
+    keys: Option<Extension<Keys>>,
+) -> impl axum::response::IntoResponse {
+    let keys = keys.map(|Extension(keys)| keys).unwrap_or_default();
     (
         [(
             axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            super::metrics_page::CONTENT_TYPE,
         )],
-        super::metrics_page::render(&state.fleet),
+        super::metrics_page::render(&state.fleet, &keys),
     )
 }
 

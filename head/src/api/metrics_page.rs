@@ -1,152 +1,98 @@
-//! The page `GET /metrics` serves: the head's counters and each connected
-//! node's gauges in the Prometheus text exposition format.
+//! The page `GET /metrics` serves, in the Prometheus text format: the
+//! head's counters and histograms, each node's gauges read from the fleet
+//! at scrape time (`metrics_page/nodes.rs`), the membership's join
+//! refusals, and usage by API key (`metrics_page/keys.rs`).
 //!
-//! It reads the fleet from above (its counters and a snapshot of its
-//! nodes); the counters themselves ([`crate::metrics`]) sit below the fleet,
-//! which updates them.
+//! It reads the fleet from above; the counters themselves
+//! ([`crate::metrics`]) sit below the fleet, which updates them.
 
-use std::fmt::Write as _;
+use prometheus::proto::{MetricFamily, MetricType};
+use prometheus::TextEncoder;
 
 use crate::fleet::{Fleet, NodeSnapshot};
+use crate::keys::{KeyRecord, Keys, UsageSnapshot};
 use crate::metrics::Metrics;
-use crate::routing::{Reason, RoutePolicy};
 
-/// The metrics page for `fleet` as it is now.
-pub fn render(fleet: &Fleet) -> String {
-    page(fleet.metrics(), &fleet.nodes())
+mod keys;
+mod nodes;
+
+const JOIN_REFUSALS: &str = "superfluid_join_refusals_total";
+
+/// The content type of the page.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What the page reads at scrape time, besides the counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scraped<'a> {
+    /// The connected nodes, and the enrolled ones that are down.
+    pub nodes: &'a [NodeSnapshot],
+    /// The membership's refusals by reason; `None` without a membership.
+    pub join_refusals: Option<&'a [(&'static str, u64)]>,
+    /// The named API keys and their usage.
+    pub key_usage: &'a [(KeyRecord, UsageSnapshot)],
 }
 
-/// The metrics page: `metrics`' counters and a gauge family per node figure
-/// of `nodes`.
-pub fn page(metrics: &Metrics, nodes: &[NodeSnapshot]) -> String {
-    let mut out = String::with_capacity(4096);
-    let name = "superfluid_route_decisions_total";
-    family(
-        &mut out,
-        name,
-        "counter",
-        "Generations routed, by policy and the reason for the node chosen.",
-    );
-    for policy in RoutePolicy::ALL {
-        for reason in Reason::ALL {
-            let n = metrics.decisions(policy, reason);
-            let _ = writeln!(
-                out,
-                "{name}{{policy=\"{policy}\",reason=\"{}\"}} {n}",
-                reason.as_str()
-            );
-        }
+/// The metrics page for `fleet` and `keys` as they are now.
+pub fn render(fleet: &Fleet, keys: &Keys) -> String {
+    // With a membership, enrolled nodes that are not connected count as down.
+    let nodes = match fleet.membership() {
+        Some(_) => fleet.roster(),
+        None => fleet.nodes(),
+    };
+    let refusals = fleet.membership().map(|m| m.refusals());
+    let key_usage = keys.list();
+    let scraped = Scraped {
+        nodes: &nodes,
+        join_refusals: refusals.as_deref(),
+        key_usage: &key_usage,
+    };
+    page(fleet.metrics(), scraped)
+}
+
+/// The metrics page: `metrics`' families, then what was `scraped`.
+pub fn page(metrics: &Metrics, scraped: Scraped<'_>) -> String {
+    let mut families = metrics.families();
+    families.extend(nodes::families(scraped.nodes));
+    if let Some(refusals) = scraped.join_refusals {
+        families.push(join_refusal_family(refusals));
     }
-    let counters = [
-        (
-            "superfluid_route_predicted_cached_tokens_total",
-            "Prompt tokens the router expected the chosen nodes to hold in cache.",
-            metrics.predicted_cached_tokens(),
-        ),
-        (
-            "superfluid_prompt_tokens_total",
-            "Prompt tokens of generations that finished.",
-            metrics.prompt_tokens(),
-        ),
-        (
-            "superfluid_cached_prompt_tokens_total",
-            "Prompt tokens nodes found in their KV cache and did not compute again.",
-            metrics.cached_tokens(),
-        ),
-        (
-            "superfluid_generations_total",
-            "Generations that finished on a node.",
-            metrics.generations(),
-        ),
-        (
-            "superfluid_generations_failed_total",
-            "Generations that failed on a node or lost their node.",
-            metrics.failed(),
-        ),
-        (
-            "superfluid_generations_retried_total",
-            "Generations sent to another node because theirs was lost before the first token.",
-            metrics.retried(),
-        ),
-    ];
-    for (name, help, value) in counters {
-        family(&mut out, name, "counter", help);
-        let _ = writeln!(out, "{name} {value}");
+    families.extend(keys::families(scraped.key_usage));
+    families.sort_by(|a, b| a.name().cmp(b.name()));
+    let mut out = String::with_capacity(16 * 1024);
+    if let Err(e) = TextEncoder::new().encode_utf8(&families, &mut out) {
+        // Only a family without samples fails, and none is passed; say so
+        // on the page rather than answer nothing.
+        tracing::warn!(error = %e, "could not write the metrics page");
+        out.push_str(&format!("# could not write every family: {e}\n"));
     }
-    family(&mut out, "superfluid_nodes", "gauge", "Connected nodes.");
-    let _ = writeln!(out, "superfluid_nodes {}", nodes.len());
-    node_gauges(&mut out, nodes);
     out
 }
 
-/// Escapes a label value for the text format.
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+fn join_refusal_family(refusals: &[(&'static str, u64)]) -> MetricFamily {
+    let samples = refusals
+        .iter()
+        .map(|(reason, n)| nodes::counter_sample(&[("reason", reason)], *n as f64))
+        .collect();
+    nodes::family(
+        JOIN_REFUSALS,
+        "Nodes the membership refused to admit, by reason (bad or expired token, revoked key, a key already connected, ...).",
+        MetricType::COUNTER,
+        samples,
+    )
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+/// The name of every family the head can export, whether or not it has a
+/// sample now. A dashboard may query only these.
+pub fn exported_names() -> Vec<String> {
+    let mut names = Metrics::default().names();
+    names.extend(nodes::names().map(str::to_owned));
+    names.extend(keys::names().map(str::to_owned));
+    names.push(JOIN_REFUSALS.to_owned());
+    names.sort();
+    names
 }
 
-type Gauge = (&'static str, &'static str, fn(&NodeSnapshot) -> Option<f64>);
-
-/// One family per node figure, one sample per node that has it.
-fn node_gauges(out: &mut String, nodes: &[NodeSnapshot]) {
-    let gauges: [Gauge; 7] = [
-        (
-            "superfluid_node_slots",
-            "Sequences the node runs at once.",
-            |n| Some(f64::from(n.slots)),
-        ),
-        (
-            "superfluid_node_in_flight",
-            "Generations the head has sent to the node that have not ended.",
-            |n| Some(f64::from(n.in_flight)),
-        ),
-        (
-            "superfluid_node_busy_slots",
-            "Slots running a sequence, as the node last reported.",
-            |n| Some(f64::from(n.load.busy_slots)),
-        ),
-        (
-            "superfluid_node_queued",
-            "Requests waiting for a slot on the node, as it last reported.",
-            |n| Some(f64::from(n.load.queued)),
-        ),
-        (
-            "superfluid_node_prefill_tokens_per_second",
-            "The node's measured prompt processing speed.",
-            |n| n.load.prefill_tokens_per_sec,
-        ),
-        (
-            "superfluid_node_decode_tokens_per_second",
-            "The node's measured generation speed of one stream.",
-            |n| n.load.decode_tokens_per_sec,
-        ),
-        (
-            "superfluid_node_cached_blocks",
-            "Prompt blocks the head's index knows the node holds in KV cache.",
-            |n| Some(n.load.cached_blocks as f64),
-        ),
-    ];
-    for (name, help, get) in gauges {
-        family(out, name, "gauge", help);
-        for n in nodes {
-            if let Some(v) = get(n) {
-                let _ = writeln!(
-                    out,
-                    "{name}{{node=\"{}\",node_id=\"{}\"}} {v}",
-                    label(&n.name),
-                    label(&n.node_id)
-                );
-            }
-        }
-    }
-}
-
+#[cfg(test)]
+mod dashboard_tests;
 #[cfg(test)]
 mod tests;

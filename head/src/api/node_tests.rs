@@ -340,7 +340,7 @@ async fn a_generation_whose_node_vanishes_before_its_first_token_is_answered_by_
         assert_eq!(bad.load(Ordering::SeqCst), 1, "stream {stream}");
         assert_eq!(good.load(Ordering::SeqCst), 2, "stream {stream}");
         assert_eq!(fleet.metrics().retried(), 1, "stream {stream}");
-        let metrics = super::metrics_page::render(&fleet);
+        let metrics = super::metrics_page::render(&fleet, &crate::keys::Keys::default());
         assert!(
             metrics.contains("superfluid_generations_retried_total 1\n"),
             "{metrics}"

@@ -48,6 +48,7 @@ impl Fleet {
                 labels: e.labels,
                 ineligible: None,
                 load: NodeLoadSnapshot::default(),
+                link_rtt: std::time::Duration::ZERO,
             });
         }
         nodes

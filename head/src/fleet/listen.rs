@@ -6,6 +6,7 @@ use super::{
     Fleet,
 };
 use crate::membership::{now_unix, Refusal};
+use crate::metrics::LinkRefusal;
 use std::{net::SocketAddr, time::Duration};
 use superfluid_link::{
     control::{
@@ -99,6 +100,7 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
         Ok(conn) => conn,
         Err(e) => {
             tracing::info!(%from, error = %e, "a node could not connect (TLS handshake failed; is its key authorized?)");
+            fleet.metrics().record_link_refusal(LinkRefusal::Handshake);
             return;
         }
     };
@@ -107,6 +109,7 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
         Ok(None) => return,
         Err(reason) => {
             tracing::warn!(%from, %reason, "closing a node connection during the hello");
+            fleet.metrics().record_link_refusal(LinkRefusal::Hello);
             conn.close(CLOSE_PROTOCOL, reason.as_bytes());
             return;
         }
@@ -175,6 +178,7 @@ async fn hello(fleet: &Fleet, conn: &quinn::Connection) -> Result<Option<Hello>,
     if hello.version != PROTOCOL_VERSION {
         let reason = version_mismatch_reason(PROTOCOL_VERSION, hello.version);
         tracing::warn!(node = %hello.name, %fingerprint, %reason, "refused a node");
+        fleet.metrics().record_link_refusal(LinkRefusal::Version);
         refuse(conn, send, reason).await;
         return Ok(None);
     }

@@ -69,6 +69,9 @@ pub struct NodeSnapshot {
     pub ineligible: Option<String>,
     /// Its load and measured speed, as the router sees them.
     pub load: NodeLoadSnapshot,
+    /// Link F's current estimate of the round-trip time to it (zero for a
+    /// node that is not connected).
+    pub link_rtt: Duration,
 }
 
 /// A node's load and speed: what it last reported, and what the router's
@@ -186,6 +189,7 @@ impl NodeEntry {
                 idle_slots: self.models.iter().map(|m| m.slots).sum(),
                 ..NodeLoadSnapshot::default()
             },
+            link_rtt: self.connection.rtt(),
         }
     }
 
