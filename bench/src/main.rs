@@ -59,9 +59,9 @@ pub struct RoutingArgs {
     /// three by default. Repeat the flag for several.
     #[arg(long = "load", value_parser = ["light", "medium", "near-saturation"])]
     pub loads: Vec<String>,
-    /// Runs of least-ttft and of least-loaded, in turn, on the same no-reuse
-    /// requests at each load; that target is the median of their paired
-    /// TTFT p50 ratios (the other policies run once).
+    /// Pairs of least-ttft and least-loaded runs at each load, each pair on
+    /// its own no-reuse arrivals; that target is the median of their paired
+    /// TTFT p50 ratios (the other policies run on the first pair's only).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub no_reuse_pairs: u32,
     /// Simulate only this workload (chat or no-reuse); both by default.
@@ -136,10 +136,17 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Routing(args) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
-            let report = runtime.block_on(routing::run(&args))?;
+            let sim = if args.skip_sim {
+                None
+            } else {
+                Some(routing::run_simulated(&args)?)
+            };
+            let real = if args.skip_real {
+                None
+            } else {
+                Some(routing::run_real(&args)?)
+            };
+            let report = routing::report(args.seed, sim, real);
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -3,6 +3,13 @@
 //! head's own routing code) and on a real fleet of two llama.cpp nodes
 //! behind a head over loopback Link F and HTTP.
 //!
+//! The simulated fleet runs on a runtime of its own whose clock is tokio's,
+//! paused and advancing by itself whenever every task waits (as quinn's
+//! `Pair` and linkerd's `start_paused` tests do): the fake engines, the
+//! router and the clients all read that clock, so a run is deterministic
+//! for a seed and minutes of simulated time take seconds. The real fleet
+//! runs on a normal runtime and real time.
+//!
 //! - [`workload`]: the simulated chats and the no-reuse control;
 //! - [`sim`]: the simulated fleet (engines, router, ledger feeders);
 //! - [`oracle`]: least-ttft with exact, instant knowledge of every cache;
@@ -17,6 +24,8 @@ mod real;
 pub mod report;
 mod rng;
 mod sim;
+#[cfg(test)]
+mod tests;
 mod text;
 mod workload;
 
@@ -55,6 +64,27 @@ fn hardware() -> Hardware {
         prefill_tokens_per_s: 20_000.0,
         decode_steps_per_s: 1_000.0,
     }
+}
+
+/// Measures the simulated fleet on a current-thread runtime whose clock
+/// starts paused: time moves only when every task waits, straight to the
+/// next timer, so the figures depend on the seed alone and not on the
+/// machine. Every time it reports is simulated time.
+pub fn run_simulated(args: &RoutingArgs) -> Result<SimReport> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .context("starting the simulated fleet's runtime")?;
+    let started = std::time::Instant::now();
+    let sim = runtime
+        .block_on(simulate(args))
+        .context("the simulated fleet")?;
+    eprintln!(
+        "sim: done in {:.1} s of wall time",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(sim)
 }
 
 async fn simulate(args: &RoutingArgs) -> Result<SimReport> {
@@ -108,15 +138,16 @@ async fn simulate(args: &RoutingArgs) -> Result<SimReport> {
             continue;
         }
         let lengths = workload::chat_lengths(&chats);
-        let singles = Arc::new(workload::unique(
-            &lengths,
-            seed,
-            stream as u64,
-            per_s,
-            window,
-        ));
-        let (policies, p50_pairs) =
-            no_reuse_policies(&hw, seed, load, &singles, args.no_reuse_pairs).await;
+        // Pair 0 runs on this rate's own requests; each further pair on
+        // fresh arrivals of the same lengths and rate, since a second run
+        // on the same requests would repeat the first exactly.
+        let pairs: Vec<Arc<Vec<workload::Single>>> = (0..u64::from(args.no_reuse_pairs))
+            .map(|pair| {
+                let stream = stream as u64 + pair * LOADS.len() as u64;
+                Arc::new(workload::unique(&lengths, seed, stream, per_s, window))
+            })
+            .collect();
+        let (policies, p50_pairs) = no_reuse_policies(&hw, seed, load, &pairs).await;
         no_reuse.push(SimRate {
             load: load.into(),
             fraction_of_capacity: fraction,
@@ -128,7 +159,7 @@ async fn simulate(args: &RoutingArgs) -> Result<SimReport> {
     }
     Ok(SimReport {
         time_scale: format!(
-            "scaled time: a 1x node computes {} prompt tokens/s and {} decode steps/s (a 4x node four times that); TTFT in ms of this scaled time",
+            "simulated time on a paused clock: a 1x node computes {} prompt tokens/s and {} decode steps/s (a 4x node four times that); TTFT in ms of simulated time, read at the clock's 1 ms resolution",
             hw.prefill_tokens_per_s, hw.decode_steps_per_s
         ),
         nodes: hw.nodes,
@@ -168,52 +199,42 @@ async fn chat_policies(
     policies
 }
 
-/// Every policy but the oracle once on the no-reuse `singles`, then
-/// least-ttft and least-loaded again, `pairs` runs each in all, in turn (the
-/// one that goes first alternates).
+/// Every policy but the oracle once on the no-reuse requests `pairs[0]`,
+/// then least-ttft and least-loaded on each further set of `pairs`.
 async fn no_reuse_policies(
     hw: &Hardware,
     seed: u64,
     load: &str,
-    singles: &Arc<Vec<workload::Single>>,
-    pairs: u32,
+    pairs: &[Arc<Vec<workload::Single>>],
 ) -> (Vec<report::SimPolicy>, P50Pairs) {
     let mut policies = Vec::new();
-    for policy in POLICIES.into_iter().filter(|p| *p != Policy::Oracle) {
-        let measured = drive::singles(hw, policy, seed, singles).await;
-        eprintln!(
-            "sim no-reuse {load}: {:<13} p50 {:>8.1} ms p99 {:>8.1} ms",
-            measured.policy, measured.ttft_p50_ms, measured.ttft_p99_ms
-        );
-        policies.push(measured);
-    }
-    let p50_of = |name: &str| {
-        policies
-            .iter()
-            .filter(|p| p.policy == name)
-            .map(|p| p.ttft_p50_ms)
-            .collect::<Vec<f64>>()
-    };
-    let (mut ttft, mut loaded) = (p50_of("least-ttft"), p50_of("least-loaded"));
     let (least_ttft, least_loaded) = (
         Policy::Head(RoutePolicy::LeastTtft),
         Policy::Head(RoutePolicy::LeastLoaded),
     );
-    for pair in 1..pairs {
-        let order = if pair % 2 == 1 {
-            [least_loaded, least_ttft]
-        } else {
-            [least_ttft, least_loaded]
-        };
-        let (mut t, mut l) = (0.0, 0.0);
-        for policy in order {
-            let p50 = drive::singles(hw, policy, seed, singles).await.ttft_p50_ms;
+    let (mut ttft, mut loaded) = (Vec::new(), Vec::new());
+    if let Some(first) = pairs.first() {
+        for policy in POLICIES.into_iter().filter(|p| *p != Policy::Oracle) {
+            let measured = drive::singles(hw, policy, seed, first).await;
+            eprintln!(
+                "sim no-reuse {load}: {:<13} p50 {:>8.1} ms p99 {:>8.1} ms",
+                measured.policy, measured.ttft_p50_ms, measured.ttft_p99_ms
+            );
             if policy == least_ttft {
-                t = p50;
-            } else {
-                l = p50;
+                ttft.push(measured.ttft_p50_ms);
+            } else if policy == least_loaded {
+                loaded.push(measured.ttft_p50_ms);
             }
+            policies.push(measured);
         }
+    }
+    for (pair, singles) in pairs.iter().enumerate().skip(1) {
+        let t = drive::singles(hw, least_ttft, seed, singles)
+            .await
+            .ttft_p50_ms;
+        let l = drive::singles(hw, least_loaded, seed, singles)
+            .await
+            .ttft_p50_ms;
         eprintln!(
             "sim no-reuse {load}: pair {} least-ttft p50 {t:.1} ms, least-loaded p50 {l:.1} ms",
             pair + 1
@@ -228,6 +249,15 @@ async fn no_reuse_policies(
         ratio,
     };
     (policies, pairs)
+}
+
+/// Measures the real fleet on a multi-threaded runtime, in real time.
+pub fn run_real(args: &RoutingArgs) -> Result<report::RealReport> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the real fleet's runtime")?;
+    runtime.block_on(real_fleet(args)).context("the real fleet")
 }
 
 async fn real_fleet(args: &RoutingArgs) -> Result<report::RealReport> {
@@ -256,24 +286,14 @@ async fn real_fleet(args: &RoutingArgs) -> Result<report::RealReport> {
     real::run(&backend, &setup).await
 }
 
-/// Runs the parts not skipped and holds the numbers to the targets.
-pub async fn run(args: &RoutingArgs) -> Result<Report> {
-    let sim = if args.skip_sim {
-        None
-    } else {
-        Some(simulate(args).await.context("the simulated fleet")?)
-    };
-    let real = if args.skip_real {
-        None
-    } else {
-        Some(real_fleet(args).await.context("the real fleet")?)
-    };
+/// The report of the parts measured, held to the targets.
+pub fn report(seed: u64, sim: Option<SimReport>, real: Option<report::RealReport>) -> Report {
     let targets = report::targets(sim.as_ref(), real.as_ref());
-    Ok(Report {
-        seed: args.seed,
+    Report {
+        seed,
         all_targets_hold: targets.iter().all(|t| t.holds),
         sim,
         real,
         targets,
-    })
+    }
 }

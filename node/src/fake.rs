@@ -7,8 +7,8 @@
 //! that wakeups which come late do not add up). Under tokio's paused clock
 //! it therefore runs in virtual time: deterministically, with seconds of
 //! modelled work taking milliseconds. Its tokens are a hash of the sequence
-//! so far, so the same prompt and sampling always give the same tokens,
-//! whatever the batching or the cache state.
+//! so far (its length and last tokens), so the same prompt and sampling
+//! always give the same tokens, whatever the batching or the cache state.
 
 mod backend;
 mod sim;

@@ -3,14 +3,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use superfluid_head::routing::RoutePolicy;
 use superfluid_node::Engine;
 use superfluid_proto::GenerateEvent;
 use tokio::task::JoinSet;
-use tokio::time::sleep_until;
+use tokio::time::{sleep_until, Instant};
 
 use super::report::SimPolicy;
 use super::rng::Rng;
@@ -43,7 +43,7 @@ fn sample(hw: &Hardware, done: &Done) -> Measured {
     }
 }
 
-fn summarise(policy: Policy, samples: Vec<Sample>, wall: Duration) -> SimPolicy {
+fn summarise(policy: Policy, samples: Vec<Sample>, elapsed: Duration) -> SimPolicy {
     let mut ttft = Vec::new();
     let (mut computed, mut avoided, mut failed) = (0u64, 0u64, 0usize);
     let (mut fast, mut error_ms) = (0usize, Vec::new());
@@ -78,7 +78,7 @@ fn summarise(policy: Policy, samples: Vec<Sample>, wall: Duration) -> SimPolicy 
         prefill_tokens_avoided: avoided,
         fast_node_share: fast as f64 / n,
         ttft_minus_predicted_p50_ms: percentile(&mut error_ms, 0.5),
-        wall_s: wall.as_secs_f64(),
+        elapsed_s: elapsed.as_secs_f64(),
     }
 }
 
@@ -99,7 +99,7 @@ async fn collect(mut tasks: JoinSet<Vec<Sample>>) -> Vec<Sample> {
 pub async fn chats(hw: &Hardware, policy: Policy, seed: u64, chats: &Arc<Chats>) -> SimPolicy {
     let fleet = Arc::new(Fleet::start(hw, policy, seed));
     tokio::time::sleep(SETTLE).await;
-    let t0 = tokio::time::Instant::now();
+    let t0 = Instant::now();
     let mut tasks = JoinSet::new();
     for index in 0..chats.conversations.len() {
         let (fleet, chats, hw) = (fleet.clone(), chats.clone(), *hw);
@@ -139,7 +139,7 @@ pub async fn singles(
 ) -> SimPolicy {
     let fleet = Arc::new(Fleet::start(hw, policy, seed));
     tokio::time::sleep(SETTLE).await;
-    let t0 = tokio::time::Instant::now();
+    let t0 = Instant::now();
     let mut tasks = JoinSet::new();
     for index in 0..requests.len() {
         let (fleet, requests, hw) = (fleet.clone(), requests.clone(), *hw);
@@ -174,7 +174,8 @@ pub struct Capacity {
     /// Requests per second the whole fleet completes.
     pub requests_per_s: f64,
     /// A fast node's completions over a slow node's (the speed-up the
-    /// simulation really delivers, which sleeping threads may blunt).
+    /// simulation really delivers, which the clock's 1 ms resolution could
+    /// blunt if the engines did not keep their steps' modelled ends).
     pub fast_to_slow: f64,
 }
 
@@ -227,7 +228,7 @@ pub async fn capacity(
             });
         }
     }
-    tokio::time::sleep_until(until.into()).await;
+    sleep_until(until).await;
     streams.abort_all();
     while streams.join_next().await.is_some() {}
     let (mut fast, mut slow) = ((0usize, 0usize), (0usize, 0usize));

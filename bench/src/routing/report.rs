@@ -16,7 +16,7 @@ pub struct SimPolicy {
     pub requests: usize,
     /// Generations that failed or were refused.
     pub failed: usize,
-    /// Time to first token in milliseconds of scaled time.
+    /// Time to first token in milliseconds of simulated time.
     pub ttft_p50_ms: f64,
     pub ttft_p90_ms: f64,
     pub ttft_p99_ms: f64,
@@ -30,8 +30,9 @@ pub struct SimPolicy {
     /// Median of measured minus predicted time to first token (the
     /// router's prediction for the node it chose), in ms.
     pub ttft_minus_predicted_p50_ms: f64,
-    /// Seconds from the first arrival to the last generation's end.
-    pub wall_s: f64,
+    /// Seconds of simulated time from the first arrival to the last
+    /// generation's end.
+    pub elapsed_s: f64,
 }
 
 /// All policies at one arrival rate.
@@ -51,10 +52,10 @@ pub struct SimRate {
     pub p50_pairs: Option<P50Pairs>,
 }
 
-/// TTFT p50 of least-ttft and of least-loaded in runs taken in turn (the
-/// first pair is the one in `policies`), and the quartiles of their ratios.
-/// The simulated engines sleep in real time, so one run's p50 moves with
-/// the machine; pairs taken seconds apart see the same machine.
+/// TTFT p50 of least-ttft and of least-loaded, pair by pair (the first
+/// pair is the one in `policies`), and the quartiles of their ratios. Each
+/// pair runs on its own arrivals: near saturation one run's p50 moves with
+/// the arrivals, so the target takes the median pair.
 #[derive(Debug, Clone, Serialize)]
 pub struct P50Pairs {
     pub least_ttft_p50_ms: Vec<f64>,
@@ -342,7 +343,7 @@ mod tests {
             prefill_tokens_avoided: 0,
             fast_node_share: 0.5,
             ttft_minus_predicted_p50_ms: 0.0,
-            wall_s: 1.0,
+            elapsed_s: 1.0,
         }
     }
 

@@ -3,7 +3,7 @@
 //! forwarded from each node's ledger, a ticket per generation), without
 //! QUIC or HTTP.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
@@ -121,8 +121,11 @@ fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// Locks the router or the oracle. A generation task that panicked while
+/// holding one leaves it consistent (each update is whole), so the others
+/// go on with it and the run reports that task as failed.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Forwards one node's cache changes (unless the oracle owns the index)
@@ -134,7 +137,10 @@ async fn feed(router: Arc<Mutex<Router>>, key: NodeKey, ledger: Arc<Ledger>, kv:
     }
     let mut load = tokio::time::interval(LOAD_INTERVAL);
     loop {
+        // In a fixed order rather than tokio's random one, so that nothing
+        // in a seeded run depends on a draw of its own.
         tokio::select! {
+            biased;
             () = ledger.changed() => {
                 if let Some(update) = ledger.take() {
                     if kv {

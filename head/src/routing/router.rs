@@ -12,7 +12,7 @@ use super::index::BlockIndex;
 use super::policy::{route, Reason, RoutePolicy, RouteRequest, RouterState};
 use super::predict::NodeView;
 use super::NodeKey;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 use superfluid_proto::{block_hashes, model_seed, KvUpdate, LoadReport, ModelDescription};
 
@@ -112,8 +112,10 @@ struct Open {
 struct NodeRecord {
     slots: u32,
     /// Unfinished generations by ticket id: whether each still awaits its
-    /// first token, and its uncached prompt tokens.
-    open: HashMap<u64, Open>,
+    /// first token, and its uncached prompt tokens. Ordered by id, so the
+    /// slot wait reads them oldest first and a seeded simulation decides
+    /// the same way on every run.
+    open: BTreeMap<u64, Open>,
     pending_prefill: u64,
     running: u32,
     queued: u32,
@@ -128,7 +130,7 @@ impl NodeRecord {
     fn new(slots: u32) -> Self {
         Self {
             slots,
-            open: HashMap::new(),
+            open: BTreeMap::new(),
             pending_prefill: 0,
             running: 0,
             queued: 0,

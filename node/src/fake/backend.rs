@@ -61,8 +61,14 @@ impl Backend for FakeBackend {
     }
 }
 
-/// The token that follows `tokens`: an FNV-1a hash of the sequence (and of
-/// the seed when sampling is random), so it depends on nothing else.
+/// Tokens at the end of a sequence that [`next_token`] hashes.
+const HASHED_TAIL: usize = 64;
+
+/// The token that follows `tokens`: an FNV-1a hash of the sequence's length
+/// and its last [`HASHED_TAIL`] tokens (and of the seed when sampling is
+/// random), so it depends on nothing else. Only the tail, so that a token
+/// costs the same however long the history: hashing a whole 4000-token
+/// conversation for every new token was most of a simulated fleet's time.
 pub fn next_token(tokens: &[u32], sampling: &Sampling) -> u32 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let seed = if sampling.temperature > 0.0 {
@@ -70,7 +76,9 @@ pub fn next_token(tokens: &[u32], sampling: &Sampling) -> u32 {
     } else {
         0
     };
-    for value in std::iter::once(seed).chain(tokens.iter().copied()) {
+    let len = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+    let tail = &tokens[tokens.len().saturating_sub(HASHED_TAIL)..];
+    for value in [seed, len].into_iter().chain(tail.iter().copied()) {
         for byte in value.to_le_bytes() {
             hash ^= u64::from(byte);
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
