@@ -8,6 +8,7 @@ mod fleet_membership;
 mod fleet_routing;
 mod fleet_shutdown;
 mod fleet_support;
+mod fleet_transfer;
 mod keys;
 mod netns;
 mod serve_chat;
