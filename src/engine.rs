@@ -36,11 +36,15 @@ pub fn home() -> PathBuf {
         })
 }
 
+/// `$SUPERFLUID_HOME/models`: where `scripts/setup` installs the default
+/// model and where a node keeps the models it fetches from its head.
+pub fn models_dir() -> PathBuf {
+    home().join("models")
+}
+
 /// Where `scripts/setup` installs the default model.
 pub fn default_model() -> PathBuf {
-    home()
-        .join("models")
-        .join("SmolLM2-135M-Instruct.Q4_1.gguf")
+    models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf")
 }
 
 /// A model path that exists: the one given, or the default.
@@ -76,6 +80,8 @@ pub struct EngineConfig {
     pub ctx: u32,
     pub threads: u32,
     pub shared_kv: bool,
+    /// The id clients name the model by; the file stem when `None`.
+    pub model_id: Option<String>,
 }
 
 impl EngineConfig {
@@ -86,6 +92,7 @@ impl EngineConfig {
             ctx: at_least("ctx", flags.ctx, 64)?,
             threads: at_least("threads", flags.threads.unwrap_or(cores() as u32), 1)?,
             shared_kv: flags.shared_kv,
+            model_id: None,
         })
     }
 
@@ -97,6 +104,7 @@ impl EngineConfig {
             ctx: self.ctx,
             threads: self.threads,
             shared_kv: self.shared_kv,
+            model_id: self.model_id.clone(),
             ..LlamaConfig::default()
         };
         LlamaEngine::start(backend.clone(), config).context("starting the engine")

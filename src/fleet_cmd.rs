@@ -120,6 +120,14 @@ fn print_table(nodes: &[Value]) {
             ago(&n["last_heartbeat"]),
             text(&n["served"]),
         );
+        if let Some(model) = n["fetching"]["model"].as_str() {
+            println!(
+                "         fetching {model} {}% ({} of {} MB)",
+                text(&n["fetching"]["percent"]),
+                n["fetching"]["done"].as_u64().unwrap_or(0) / 1_000_000,
+                n["fetching"]["total"].as_u64().unwrap_or(0) / 1_000_000
+            );
+        }
         if let Some(why) = n["ineligible"].as_str() {
             println!("         gets no work: {why}");
         }

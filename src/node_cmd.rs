@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use superfluid_link::{token, Fingerprint};
 use superfluid_node::agent::{self, AgentConfig};
 use superfluid_node::credential::{self, Credential};
+use superfluid_node::model_cache::ModelCache;
 
 use crate::cli::{EngineFlags, NodeFlags};
 use crate::engine::{self, EngineConfig};
@@ -119,14 +120,36 @@ pub async fn run(flags: NodeFlags) -> Result<()> {
 }
 
 /// Starts the engine (and its metrics page at `metrics`, if given) and
-/// serves the head until the agent gives up.
+/// serves the head until the agent gives up. A node
+/// given no model, and without the default one on disk, first fetches the
+/// head's model into `$SUPERFLUID_HOME/models` (see `docs/models.md`).
 async fn run_agent(
     mut agent: AgentConfig,
-    flags: EngineFlags,
+    mut flags: EngineFlags,
     metrics: Option<SocketAddr>,
 ) -> Result<()> {
-    let config = EngineConfig::from_flags(flags)?;
-    agent.model_sha256 = Some(hash_model(&config.model).await?);
+    let mut model_id = None;
+    if flags.model.is_none() && !engine::default_model().is_file() {
+        let cache = ModelCache::new(engine::models_dir());
+        tracing::info!(cache = %cache.dir().display(), "no model on this machine; fetching the head's");
+        let fetched = agent::fetch_models(&agent, &cache).await?;
+        // The first connection enrolled this node's key.
+        agent.join_token = None;
+        if agent.join_only {
+            return Ok(());
+        }
+        let Some(first) = fetched.into_iter().next() else {
+            bail!("the head offered no model to fetch; start the head with --model, or this node with --model PATH");
+        };
+        flags.model = Some(first.path);
+        agent.model_sha256 = Some(first.offer.sha256);
+        model_id = Some(first.offer.id);
+    }
+    let mut config = EngineConfig::from_flags(flags)?;
+    config.model_id = model_id;
+    if agent.model_sha256.is_none() {
+        agent.model_sha256 = Some(hash_model(&config.model).await?);
+    }
     let backend = engine::backend()?;
     let engine = Arc::new(config.start(&backend)?);
     if let Some(addr) = metrics {

@@ -138,10 +138,13 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// The sha256 (hex) of a model file, which head and node compare.
+/// The sha256 (hex) of a model file, which head and node compare: read
+/// from the record beside the file while the file is unchanged, otherwise
+/// computed and recorded (see [`superfluid_link::hash_cache`]).
 pub async fn hash_model(path: &Path) -> Result<String> {
-    superfluid_link::digest::sha256_file_async(path)
+    superfluid_link::hash_cache::sha256_file_cached_async(path, None)
         .await
+        .map(|hashed| hashed.sha256)
         .with_context(|| format!("reading {} to hash it", path.display()))
 }
 

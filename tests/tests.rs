@@ -9,6 +9,7 @@ mod fleet_membership;
 mod fleet_routing;
 mod fleet_shutdown;
 mod fleet_support;
+mod fleet_transfer;
 mod keys;
 mod metrics;
 mod netns;

@@ -9,11 +9,15 @@
 //! fleet of fake engines of mixed speed and on a real fleet of two nodes;
 //! reports time to first token and prefill tokens avoided, against an
 //! oracle and the targets.
+//!
+//! `models`: a model file from the head to a node over Link F against a
+//! plain loopback TCP copy of the same file.
 #![forbid(unsafe_code)]
 
 mod http;
 mod inprocess;
 mod measure;
+mod models;
 mod report;
 mod routing;
 mod stats;
@@ -37,6 +41,21 @@ enum Command {
     Serve(ServeArgs),
     /// Every routing policy on a simulated fleet and on a real one.
     Routing(RoutingArgs),
+    /// Model transfer head -> node over Link F vs. a loopback TCP copy.
+    Models(ModelsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ModelsArgs {
+    /// The GGUF file to move.
+    #[arg(long, env = "SUPERFLUID_MODEL")]
+    pub model: PathBuf,
+    /// Rounds; each moves the file once each way.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -151,6 +170,18 @@ fn main() -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 routing::report::print_table(&report);
+            }
+            Ok(())
+        }
+        Command::Models(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let report = runtime.block_on(models::run(&args.model, args.rounds))?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                models::print_table(&report);
             }
             Ok(())
         }

@@ -11,6 +11,9 @@
 //!   for a node and sends the request there on a fresh QUIC stream
 //!   (`fleet/remote.rs`).
 //!
+//! - a node that lacks a model fetches its file from the head's
+//!   [`model_store::ModelStore`] on a stream of its own (`fleet/transfer.rs`).
+//!
 //! The API of [`Fleet`], [`FleetError`] and [`RemoteGeneration`] is the
 //! contract the HTTP layer relies on.
 
@@ -18,10 +21,12 @@ mod admin;
 mod error;
 pub mod listen;
 mod member;
+pub mod model_store;
 mod models;
 mod registry;
 mod remote;
 mod shared_router;
+mod transfer;
 
 pub use admin::Revoked;
 pub use error::FleetError;
@@ -35,10 +40,13 @@ use crate::routing::{RoutePolicy, Router};
 use superfluid_proto::{GenerateRequest, ModelDescription};
 
 use member::Member;
+use model_store::ModelStore;
 use registry::{Joining, NodeEntry, Registry, Taken};
 use remote::{dispatch, Routing};
 use shared_router::SharedRouter;
 use std::sync::Arc;
+use superfluid_proto::FetchProgress;
+use transfer::FetchBoard;
 
 /// The connected nodes. Cheap to clone; all clones share one registry,
 /// router and set of metrics.
@@ -47,6 +55,8 @@ pub struct Fleet {
     inner: Arc<Registry>,
     membership: Option<Membership>,
     models: Arc<Vec<ModelDescription>>,
+    store: Arc<ModelStore>,
+    fetches: Arc<FetchBoard>,
     router: SharedRouter,
     metrics: Arc<Metrics>,
 }
@@ -60,6 +70,8 @@ impl Default for Fleet {
             inner: Arc::default(),
             membership: None,
             models: Arc::default(),
+            store: Arc::default(),
+            fetches: Arc::default(),
             router: SharedRouter::new(Router::new(RoutePolicy::default(), seed)),
             metrics: Arc::default(),
         }
@@ -102,6 +114,18 @@ impl Fleet {
     pub fn with_models(mut self, models: Vec<ModelDescription>) -> Self {
         self.models = Arc::new(models);
         self
+    }
+
+    /// The head's model files: nodes must match them, and may fetch them.
+    pub fn with_model_store(mut self, store: ModelStore) -> Self {
+        self.models = Arc::new(store.descriptions());
+        self.store = Arc::new(store);
+        self
+    }
+
+    /// How far `node_id`'s download of a model has come, while it runs.
+    pub fn fetching(&self, node_id: &str) -> Option<FetchProgress> {
+        self.fetches.progress(node_id)
     }
 
     /// The membership, if this fleet has one.

@@ -7,10 +7,7 @@ use std::sync::Arc;
 
 use axum::serve::{Listener, ListenerExt};
 use llama_cpp_2::llama_backend::LlamaBackend;
-use superfluid_link::{
-    allow_any, digest::sha256_file, Authorizer, EndpointError, Fingerprint, Identity,
-};
-use superfluid_proto::{model_id_from_path, ModelDescription};
+use superfluid_link::{allow_any, Authorizer, EndpointError, Fingerprint, Identity};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -18,6 +15,7 @@ use crate::api::admin::{self, AdminState};
 use crate::api::browser::BrowserPolicy;
 use crate::api::{count_requests, router_with_access, AppState, MetricsKey};
 use crate::codec::{Catalog, CodecError};
+use crate::fleet::model_store::ModelStore;
 use crate::fleet::Fleet;
 use crate::fleet::{listen, LinkListenConfig, LinkListener};
 use crate::keys::Keys;
@@ -154,10 +152,11 @@ impl RunningHead {
 
 /// Loads the codecs, binds Link F and HTTP, and serves in the background.
 pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<RunningHead, HeadError> {
-    let hashes = hash_models(config.models.clone()).await?;
+    let data_dir = config.membership.as_ref().map(|m| m.dir().to_owned());
+    let store = hash_models(config.models.clone(), data_dir).await?;
     let catalog = Arc::new(Catalog::load(backend, config.models)?);
     let mut fleet = Fleet::new()
-        .with_models(hashes)
+        .with_model_store(store)
         .with_policy(config.route_policy);
     if let Some(membership) = config.membership {
         fleet = fleet.with_membership(membership);
@@ -242,25 +241,17 @@ fn without_nagle(
     })
 }
 
-/// The head's models as nodes must match them: id and file sha256.
-async fn hash_models(paths: Vec<PathBuf>) -> Result<Vec<ModelDescription>, HeadError> {
+/// The head's model files, hashed (or their recorded hashes read) off the
+/// async threads. New hashes go beside each file, or into the head's data
+/// dir where a file's directory is read-only.
+async fn hash_models(
+    paths: Vec<PathBuf>,
+    data_dir: Option<PathBuf>,
+) -> Result<ModelStore, HeadError> {
     let hashed = tokio::task::spawn_blocking(move || {
-        paths
-            .iter()
-            .map(|path| {
-                let sha256 = sha256_file(path).map_err(|source| HeadError::ModelHash {
-                    path: path.clone(),
-                    source,
-                })?;
-                tracing::info!(model = %path.display(), %sha256, "hashed model file");
-                Ok(ModelDescription {
-                    id: model_id_from_path(path),
-                    ctx: 0,
-                    slots: 0,
-                    sha256,
-                })
-            })
-            .collect::<Result<Vec<_>, HeadError>>()
+        let fallback = data_dir.map(|d| d.join("model-hashes"));
+        ModelStore::hash(&paths, fallback.as_deref())
+            .map_err(|(path, source)| HeadError::ModelHash { path, source })
     })
     .await;
     hashed.map_err(|e| HeadError::ModelHash {

@@ -10,6 +10,7 @@
 //! - [`token`]: join tokens, signed by the fleet key ([`token::mint`],
 //!   [`token::parse`], [`token::verify`]).
 //! - [`digest`]: the sha256 of a file, as model hashes are compared.
+//! - [`hash_cache`]: that sha256 computed once and kept beside the file.
 //! - [`private_file`]: atomic writes of files only this user may read.
 //! - [`stream`]: one frame at a time on quinn streams ([`write_frame`],
 //!   [`read_frame`]).
@@ -20,6 +21,7 @@ pub mod digest;
 pub mod discovery;
 pub mod endpoint;
 pub mod error;
+pub mod hash_cache;
 pub mod identity;
 pub mod private_file;
 pub mod stream;

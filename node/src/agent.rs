@@ -7,10 +7,15 @@
 //! changes and load reports (see `agent/control.rs`); the head sends heartbeats.
 //! When the connection is lost, or the head refuses the node, the agent
 //! reconnects with exponential backoff and jitter, forever.
+//!
+//! A node started without a model first runs [`fetch_models`]
+//! (`agent/provision.rs`): it joins offering nothing, fetches the head's
+//! model into its cache, and then serves it as above.
 
 mod control;
 mod drain;
 mod endpoints;
+mod provision;
 mod serve;
 mod session;
 
@@ -18,6 +23,7 @@ use crate::engine::Engine;
 use drain::Drain;
 pub use drain::DRAIN_GRACE;
 use endpoints::Endpoints;
+pub use provision::{fetch_models, Fetched};
 use session::{session, Ended, SessionError};
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use superfluid_link::{quinn, DialError, EndpointError, Fingerprint, Identity};
@@ -66,6 +72,13 @@ pub enum AgentError {
     /// The head welcomed the node but its credential could not be saved.
     #[error("joined the fleet but could not save the credential: {0}")]
     Credential(#[source] crate::credential::CredentialError),
+    /// The head serves no model for a node without one to fetch.
+    #[error("the head serves no model to fetch; start the head with --model, or the node with --model PATH")]
+    NoModelOffered,
+    /// The head's model cannot be fetched into the cache, and retrying
+    /// cannot help (too little disk space, an unwritable directory).
+    #[error("could not fetch the head's model: {0}")]
+    Fetch(#[source] crate::model_cache::FetchError),
 }
 
 /// The shortest and longest wait between connection attempts.

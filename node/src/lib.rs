@@ -8,7 +8,8 @@
 //! The [`agent`] dials the head, says hello, and answers each generation
 //! stream by submitting it to the engine. Each engine reports its KV caches
 //! (as block hashes) and its load to a [`ledger::Ledger`], which the agent
-//! relays to the head on the control stream.
+//! relays to the head on the control stream. A node started without a
+//! model fetches the head's into its [`model_cache::ModelCache`] first.
 
 pub mod agent;
 pub mod credential;
@@ -16,6 +17,7 @@ pub mod engine;
 pub mod fake;
 pub mod ledger;
 pub mod llama;
+pub mod model_cache;
 pub mod schedule;
 
 pub use engine::{Engine, EngineError, EngineInfo, Generation};

@@ -44,6 +44,9 @@ pub struct LlamaConfig {
     /// Several streams decode faster while few conversations are resident;
     /// prompts compute slower while many are (see `docs/architecture.md`).
     pub shared_kv: bool,
+    /// The id clients name the model by; the file stem when `None`. A file
+    /// fetched into the node's model cache is named by its hash, not its id.
+    pub model_id: Option<String>,
 }
 
 impl Default for LlamaConfig {
@@ -56,6 +59,7 @@ impl Default for LlamaConfig {
             threads: u32::try_from(threads).unwrap_or(4),
             prefill_chunk: 512,
             shared_kv: false,
+            model_id: None,
         }
     }
 }
@@ -93,7 +97,10 @@ impl LlamaEngine {
         }
         let info = EngineInfo {
             model: ModelDescription {
-                id: model_id_from_path(&config.model_path),
+                id: config
+                    .model_id
+                    .clone()
+                    .unwrap_or_else(|| model_id_from_path(&config.model_path)),
                 ctx: config.ctx,
                 slots: config.slots,
                 // The engine does not hash the file; whoever announces the model may.

@@ -12,6 +12,9 @@
 //! [`KvUpdate`]) and its load ([`LoadReport`]) on the control stream, so the
 //! head can route each prompt to the node that holds its prefix.
 //!
+//! A node that lacks a model the head serves fetches its file on a stream
+//! it opens itself ([`transfer`]).
+//!
 //! Frames are postcard-encoded and prefixed with their length as a `u32`
 //! big-endian; see [`frame`].
 #![forbid(unsafe_code)]
@@ -20,15 +23,17 @@ pub mod blocks;
 pub mod frame;
 pub mod messages;
 pub mod token;
+pub mod transfer;
 
 pub use blocks::{block_hashes, model_seed, BlockHash, BLOCK_TOKENS};
 pub use frame::{decode, encode, FrameError, FrameReader, LEN_PREFIX, MAX_FRAME};
 pub use messages::*;
 pub use token::JoinClaims;
+pub use transfer::{FetchProgress, FetchReply, FetchRequest, ModelOffer, NodeStream};
 
 /// The Link F protocol version spoken by this build. Peers with another
 /// version are refused with a message that names both.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The ALPN identifier of Link F over QUIC.
 pub const ALPN: &[u8] = b"superfluid-linkf/1";

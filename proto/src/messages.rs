@@ -46,6 +46,9 @@ pub enum HeadReply {
         version: u32,
         /// The id the head knows this node by.
         node_id: String,
+        /// The head's models, which the node may fetch by sha256 (see
+        /// [`crate::transfer`]); a node with no model of its own serves these.
+        models: Vec<crate::transfer::ModelOffer>,
     },
     /// The head will not take this node; `reason` says why and what to do.
     Refused {
@@ -65,6 +68,8 @@ pub enum ControlMsg {
     Kv(KvUpdate),
     /// Node to head: how busy a model's engine is and how fast it runs.
     Load(LoadReport),
+    /// Node to head: how far the download of a model it lacks has come.
+    Fetching(crate::transfer::FetchProgress),
 }
 
 /// Changes to the KV caches of one of a node's models.

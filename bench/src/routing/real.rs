@@ -103,6 +103,7 @@ async fn start(
                 threads: setup.threads,
                 prefill_chunk: 512,
                 shared_kv: false,
+                model_id: None,
             },
         )
         .context("starting a node's engine")?;

@@ -118,9 +118,21 @@ async fn mint(
 }
 
 async fn nodes(State(state): State<AdminState>) -> Json<Value> {
-    Json(Value::Array(
-        state.fleet.roster().iter().map(node_json).collect(),
-    ))
+    let roster = state.fleet.roster();
+    let listed = roster.iter().map(|n| {
+        let mut node = node_json(n);
+        // A node downloading a model it lacks shows how far it has come.
+        if let (Some(progress), Some(fields)) =
+            (state.fleet.fetching(&n.node_id), node.as_object_mut())
+        {
+            fields.insert(
+                "fetching".into(),
+                json!({"model": progress.model, "done": progress.done, "total": progress.total, "percent": progress.percent()}),
+            );
+        }
+        node
+    });
+    Json(Value::Array(listed.collect()))
 }
 
 async fn revoke(

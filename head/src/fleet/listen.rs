@@ -144,6 +144,7 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
     let welcome = HeadReply::Welcome {
         version: PROTOCOL_VERSION,
         node_id: node_id.clone(),
+        models: fleet.store.offers(),
     };
     if let Err(e) = write_frame(&mut send, &welcome).await {
         tracing::warn!(%from, error = %e, "could not welcome a node");
@@ -154,8 +155,14 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
     }
     tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
     let heartbeat = tokio::spawn(superfluid_link::control::send_heartbeats(send));
+    let streams = tokio::spawn(super::transfer::serve_node_streams(
+        fleet.store.clone(),
+        conn.clone(),
+    ));
     let reason = control_loop(&fleet, &conn, recv, entry).await;
     heartbeat.abort();
+    streams.abort();
+    fleet.fetches.forget(&node_id);
     drop(member);
     tracing::info!(node = %name, %node_id, %reason, "node left");
 }
@@ -244,6 +251,10 @@ async fn control_loop(
             Ok(Some(ControlMsg::Load(report))) => {
                 entry.heartbeat();
                 fleet.router().lock().apply_load(entry.key, &report);
+            }
+            Ok(Some(ControlMsg::Fetching(progress))) => {
+                entry.heartbeat();
+                fleet.fetches.report(&entry.node_id, progress);
             }
             Ok(None) => {
                 conn.close(CLOSE_NORMAL, b"the node ended its control stream");

@@ -12,7 +12,9 @@ use superfluid_link::{
     quinn::{self, RecvStream, SendStream},
     read_frame, write_frame, DialError, FrameIoError,
 };
-use superfluid_proto::{ControlMsg, HeadReply, NodeHello, PROTOCOL_VERSION};
+use superfluid_proto::{
+    ControlMsg, HeadReply, ModelDescription, ModelOffer, NodeHello, PROTOCOL_VERSION,
+};
 
 /// Why a session ended.
 pub(super) enum Ended {
@@ -62,7 +64,7 @@ pub(super) struct SessionEnd {
 }
 
 /// Dials the head addresses in order; the first that completes a handshake.
-async fn dial(
+pub(super) async fn dial(
     config: &AgentConfig,
     endpoints: &Endpoints,
 ) -> Result<(quinn::Connection, SocketAddr), SessionError> {
@@ -105,8 +107,17 @@ pub(super) async fn session(
         addr: Some(addr),
         why: Ended::Lost(e),
     };
-    let (send, recv) = match hello(&conn, engine, config, addr, join_token.as_deref()).await {
-        Ok(Ok(streams)) => streams,
+    let mut model = engine.info().model.clone();
+    if let Some(sha256) = config
+        .model_sha256
+        .as_ref()
+        .filter(|_| model.sha256.is_empty())
+    {
+        model.sha256 = sha256.clone();
+    }
+    let hello = hello(&conn, vec![model], config, addr, join_token.as_deref()).await;
+    let (send, recv) = match hello {
+        Ok(Ok(welcomed)) => (welcomed.send, welcomed.recv),
         Ok(Err(reason)) => {
             return Ok(SessionEnd {
                 welcomed: false,
@@ -165,27 +176,28 @@ pub(super) async fn session(
     })
 }
 
-/// Says hello; `Ok(Err(reason))` if the head refused this node.
-async fn hello(
+/// The control stream of a connection the head welcomed, and the models
+/// the head offers.
+pub(super) struct Welcomed {
+    pub(super) send: SendStream,
+    pub(super) recv: RecvStream,
+    pub(super) offers: Vec<ModelOffer>,
+}
+
+/// Says hello, offering `models`; `Ok(Err(reason))` if the head refused
+/// this node.
+pub(super) async fn hello(
     conn: &quinn::Connection,
-    engine: &Arc<dyn Engine>,
+    models: Vec<ModelDescription>,
     config: &AgentConfig,
     addr: SocketAddr,
     join_token: Option<&str>,
-) -> Result<Result<(SendStream, RecvStream), String>, SessionError> {
+) -> Result<Result<Welcomed, String>, SessionError> {
     let (mut send, mut recv) = conn.open_bi().await.map_err(SessionError::OpenControl)?;
-    let mut model = engine.info().model.clone();
-    if let Some(sha256) = config
-        .model_sha256
-        .as_ref()
-        .filter(|_| model.sha256.is_empty())
-    {
-        model.sha256 = sha256.clone();
-    }
     let hello = NodeHello {
         version: PROTOCOL_VERSION,
         name: config.name.clone(),
-        models: vec![model],
+        models,
         join_token: join_token.map(str::to_owned),
     };
     write_frame(&mut send, &hello)
@@ -204,9 +216,14 @@ async fn hello(
             conn.close(superfluid_link::control::CLOSE_PROTOCOL, reason.as_bytes());
             Ok(Err(reason))
         }
-        Ok(Some(HeadReply::Welcome { version, node_id })) => {
-            tracing::info!(head = %addr, %node_id, head_version = version, model = %hello.models[0].id, "joined the fleet");
-            Ok(Ok((send, recv)))
+        Ok(Some(HeadReply::Welcome {
+            version,
+            node_id,
+            models: offers,
+        })) => {
+            let models: Vec<&str> = hello.models.iter().map(|m| m.id.as_str()).collect();
+            tracing::info!(head = %addr, %node_id, head_version = version, ?models, "joined the fleet");
+            Ok(Ok(Welcomed { send, recv, offers }))
         }
         Ok(Some(HeadReply::Refused { reason })) => {
             conn.close(superfluid_link::control::CLOSE_NORMAL, b"refused");
@@ -224,12 +241,17 @@ async fn hello(
 }
 
 /// Reads the head's control messages; a bad one closes the connection.
-async fn control_reader(conn: quinn::Connection, mut recv: RecvStream) {
+pub(super) async fn control_reader(conn: quinn::Connection, mut recv: RecvStream) {
     loop {
         match read_frame::<ControlMsg>(&mut recv).await {
             // The head sends only heartbeats; cache and load reports are the
             // node's to send, and ignored if a head ever sends one.
-            Ok(Some(ControlMsg::Heartbeat | ControlMsg::Kv(_) | ControlMsg::Load(_))) => {}
+            Ok(Some(
+                ControlMsg::Heartbeat
+                | ControlMsg::Kv(_)
+                | ControlMsg::Load(_)
+                | ControlMsg::Fetching(_),
+            )) => {}
             Ok(None) => {
                 conn.close(
                     superfluid_link::control::CLOSE_NORMAL,
@@ -249,7 +271,7 @@ async fn control_reader(conn: quinn::Connection, mut recv: RecvStream) {
 }
 
 /// Writes `node.json` after the first welcome, if a credential dir is set.
-fn save_credential(config: &AgentConfig) -> Result<(), AgentError> {
+pub(super) fn save_credential(config: &AgentConfig) -> Result<(), AgentError> {
     let (Some(dir), Some(text)) = (&config.credential_dir, &config.join_token) else {
         return Ok(());
     };

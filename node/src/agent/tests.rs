@@ -128,6 +128,7 @@ fn welcome() -> HeadReply {
     HeadReply::Welcome {
         version: PROTOCOL_VERSION,
         node_id: "node-1".into(),
+        models: Vec::new(),
     }
 }
 
@@ -364,6 +365,7 @@ async fn a_head_with_another_protocol_version_is_left_naming_both() {
         HeadReply::Welcome {
             version: previous,
             node_id: "node-1".into(),
+            models: Vec::new(),
         },
     )
     .await;

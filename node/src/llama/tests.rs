@@ -62,6 +62,7 @@ fn engine_with_kv(slots: u32, ctx: u32, prefill_chunk: u32, shared_kv: bool) -> 
         threads: 2,
         prefill_chunk,
         shared_kv,
+        model_id: None,
     };
     LlamaEngine::start(backend(), config).expect("engine starts")
 }

@@ -1,0 +1,179 @@
+//! `models`: how fast a model file moves from the head to a node over
+//! Link F, against a plain copy of the same file over a loopback TCP
+//! socket in the same run.
+//!
+//! Link F's side is the real path: a head's listener serving its model
+//! store, a node welcomed by it, and the node's model cache fetching,
+//! hashing and writing the file, then verifying and renaming it. The TCP
+//! side reads the file and writes what arrives to another file, nothing
+//! more: the floor a transfer cannot beat on this machine.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use superfluid_head::fleet::model_store::ModelStore;
+use superfluid_head::fleet::{listen, Fleet, LinkListenConfig};
+use superfluid_link::{client_endpoint, connect, quinn, read_frame, write_frame, Identity};
+use superfluid_node::model_cache::{fetch, ModelCache};
+use superfluid_proto::{HeadReply, NodeHello, PROTOCOL_VERSION};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// What `scripts/bench models --json` prints.
+#[derive(Debug, Serialize)]
+pub struct ModelsReport {
+    /// The file moved.
+    pub model: String,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// Rounds; each moves the file once each way, in turn.
+    pub rounds: u32,
+    /// Link F, head to node, into the node's cache (verified): median MB/s.
+    pub link_f_mb_per_s: f64,
+    /// The same bytes over loopback TCP into a file: median MB/s.
+    pub tcp_copy_mb_per_s: f64,
+    /// `link_f_mb_per_s / tcp_copy_mb_per_s`; the aim is at least 0.8.
+    pub ratio: f64,
+}
+
+/// Moves `model` `rounds` times each way and reports the medians.
+pub async fn run(model: &Path, rounds: u32) -> Result<ModelsReport> {
+    let scratch =
+        std::env::temp_dir().join(format!("superfluid-bench-models-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let store = ModelStore::hash(&[model.to_owned()], None)
+        .map_err(|(path, e)| anyhow::anyhow!("hashing {}: {e}", path.display()))?;
+    let offer = store.offers().into_iter().next().context("no model")?;
+    let (conn, _endpoint) = welcomed_node(store).await?;
+    let mut link_f = Vec::new();
+    let mut tcp = Vec::new();
+    for round in 0..rounds {
+        let cache = ModelCache::new(scratch.join(format!("cache-{round}")));
+        let started = Instant::now();
+        let path = fetch(&conn, &cache, &offer, |_| {}).await?;
+        link_f.push(mb_per_s(offer.size, started.elapsed().as_secs_f64()));
+        std::fs::remove_dir_all(cache.dir())?;
+        drop(path);
+        let to = scratch.join(format!("tcp-{round}"));
+        let started = Instant::now();
+        let copied = tcp_copy(model, &to).await?;
+        if copied != offer.size {
+            bail!("the TCP copy moved {copied} of {} bytes", offer.size);
+        }
+        tcp.push(mb_per_s(copied, started.elapsed().as_secs_f64()));
+        std::fs::remove_file(&to)?;
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (link_f, tcp) = (median(&mut link_f), median(&mut tcp));
+    Ok(ModelsReport {
+        model: offer.id,
+        bytes: offer.size,
+        rounds,
+        link_f_mb_per_s: link_f,
+        tcp_copy_mb_per_s: tcp,
+        ratio: link_f / tcp,
+    })
+}
+
+fn mb_per_s(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / 1e6 / secs.max(1e-9)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// A head serving `store` on loopback, and a connection of a node it
+/// welcomed (offering no model, as a bare node does).
+async fn welcomed_node(store: ModelStore) -> Result<(quinn::Connection, quinn::Endpoint)> {
+    let head = Identity::generate()?;
+    let listener = listen(
+        Fleet::new().with_model_store(store),
+        LinkListenConfig {
+            addr: "127.0.0.1:0".parse()?,
+            identity: head.clone(),
+            authorizer: Arc::new(|_| true),
+        },
+    )
+    .await?;
+    let node = Identity::generate()?;
+    let endpoint = client_endpoint(listener.addr, &node, head.fingerprint())?;
+    let conn = connect(&endpoint, listener.addr).await?;
+    let (mut send, mut recv) = conn.open_bi().await?;
+    let hello = NodeHello {
+        version: PROTOCOL_VERSION,
+        name: "bench".into(),
+        models: Vec::new(),
+        join_token: None,
+    };
+    write_frame(&mut send, &hello).await?;
+    match read_frame::<HeadReply>(&mut recv).await? {
+        Some(HeadReply::Welcome { .. }) => {}
+        other => bail!("the head did not welcome the bench's node: {other:?}"),
+    }
+    // The listener lives as long as the process; the control stream too.
+    std::mem::forget(listener);
+    tokio::spawn(async move {
+        let _send = send;
+        while let Ok(Some(_)) = read_frame::<superfluid_proto::ControlMsg>(&mut recv).await {}
+    });
+    Ok((conn, endpoint))
+}
+
+/// Sends `from` over a loopback TCP connection into the file `to`; the
+/// bytes moved.
+async fn tcp_copy(from: &Path, to: &PathBuf) -> Result<u64> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let source = from.to_owned();
+    let sender = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await?;
+        let mut file = tokio::fs::File::open(source).await?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = file.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            socket.write_all(&buf[..n]).await?;
+        }
+        socket.shutdown().await?;
+        anyhow::Ok(())
+    });
+    let mut socket = tokio::net::TcpStream::connect(addr).await?;
+    let mut file = tokio::fs::File::create(to).await?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut moved = 0u64;
+    loop {
+        let n = socket.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        file.write_all(&buf[..n]).await?;
+        moved += n as u64;
+    }
+    file.sync_all().await?;
+    sender.await??;
+    Ok(moved)
+}
+
+/// The report as a table.
+pub fn print_table(r: &ModelsReport) {
+    println!(
+        "model {} ({} bytes), median of {} rounds",
+        r.model, r.bytes, r.rounds
+    );
+    println!("{:<34} {:>10}", "transfer", "MB/s");
+    println!(
+        "{:<34} {:>10.1}",
+        "Link F head -> node (verified)", r.link_f_mb_per_s
+    );
+    println!(
+        "{:<34} {:>10.1}",
+        "plain TCP copy on loopback", r.tcp_copy_mb_per_s
+    );
+    println!("{:<34} {:>10.2}", "ratio (aim >= 0.80)", r.ratio);
+}

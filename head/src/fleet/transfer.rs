@@ -1,0 +1,176 @@
+//! Model files to nodes: the streams a node opens after its welcome, and
+//! how far each node's download has come.
+//!
+//! Only a node the hello admitted gets here (the streams are accepted on
+//! its connection after the welcome), and it can name a file only by the
+//! sha256 of one of the head's models (see [`ModelStore`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use superfluid_link::{
+    quinn::{self, RecvStream, SendStream},
+    read_frame, write_frame,
+};
+use superfluid_proto::{FetchProgress, FetchReply, FetchRequest, NodeStream};
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+
+use super::model_store::ModelStore;
+
+/// Bytes read from the file and written to the stream at a time.
+const CHUNK: usize = 1 << 20;
+
+/// How long a node may take to say what it wants on a stream it opened.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Answers the streams `conn`'s node opens until the connection ends.
+pub(super) async fn serve_node_streams(store: Arc<ModelStore>, conn: quinn::Connection) {
+    while let Ok((send, recv)) = conn.accept_bi().await {
+        tokio::spawn(serve_stream(store.clone(), send, recv));
+    }
+}
+
+async fn serve_stream(store: Arc<ModelStore>, mut send: SendStream, mut recv: RecvStream) {
+    let request =
+        match tokio::time::timeout(REQUEST_TIMEOUT, read_frame::<NodeStream>(&mut recv)).await {
+            Ok(Ok(Some(NodeStream::Fetch(request)))) => request,
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => {
+                let _ = write_frame(&mut send, &refused(format!("bad stream request: {e}"))).await;
+                let _ = send.finish();
+                return;
+            }
+            Err(_) => {
+                let _ = send.reset(superfluid_link::control::STREAM_BAD_FRAME);
+                return;
+            }
+        };
+    if let Err(e) = send_file(&store, &mut send, &request).await {
+        tracing::info!(sha256 = %request.sha256, offset = request.offset, error = %e, "a model transfer ended early");
+        let _ = send.reset(superfluid_link::control::STREAM_CANCELLED);
+        return;
+    }
+    let _ = send.finish();
+    // Wait until the node has every byte, or has stopped reading.
+    let _ = send.stopped().await;
+}
+
+fn refused(reason: String) -> FetchReply {
+    FetchReply::Refused { reason }
+}
+
+/// Sends the reply and, if the request is good, the file from its offset.
+async fn send_file(
+    store: &ModelStore,
+    send: &mut SendStream,
+    request: &FetchRequest,
+) -> Result<(), TransferError> {
+    let Some(file) = store.by_sha256(&request.sha256) else {
+        let reason = format!(
+            "this head has no model file with sha256 {}; it serves {}",
+            request.sha256,
+            store
+                .offers()
+                .iter()
+                .map(|o| o.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return write_frame(send, &refused(reason))
+            .await
+            .map_err(TransferError::Frame);
+    };
+    if request.offset > file.size {
+        let reason = format!(
+            "offset {} is past the end of {} ({} bytes); delete the node's partial file and fetch again",
+            request.offset, file.id, file.size
+        );
+        return write_frame(send, &refused(reason))
+            .await
+            .map_err(TransferError::Frame);
+    }
+    let mut reader = tokio::fs::File::open(&file.path)
+        .await
+        .map_err(TransferError::Read)?;
+    reader
+        .seek(std::io::SeekFrom::Start(request.offset))
+        .await
+        .map_err(TransferError::Read)?;
+    write_frame(send, &FetchReply::Sending { size: file.size })
+        .await
+        .map_err(TransferError::Frame)?;
+    tracing::info!(model = %file.id, offset = request.offset, size = file.size, "sending a model file to a node");
+    let mut left = file.size - request.offset;
+    let mut buf = vec![0u8; CHUNK];
+    while left > 0 {
+        let want = usize::try_from(left).map_or(CHUNK, |l| l.min(CHUNK));
+        let n = reader
+            .read(&mut buf[..want])
+            .await
+            .map_err(TransferError::Read)?;
+        if n == 0 {
+            return Err(TransferError::Shrunk);
+        }
+        send.write_all(&buf[..n])
+            .await
+            .map_err(TransferError::Write)?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+/// Why a transfer stopped before its end.
+#[derive(Debug, thiserror::Error)]
+enum TransferError {
+    /// The reply frame could not be written.
+    #[error("could not answer the node: {0}")]
+    Frame(#[source] superfluid_link::FrameIoError),
+    /// The model file could not be read.
+    #[error("could not read the model file: {0}")]
+    Read(#[source] std::io::Error),
+    /// The model file is shorter than when it was hashed.
+    #[error("the model file is shorter than when the head started; restart the head so it hashes the file again")]
+    Shrunk,
+    /// The node stopped reading or the connection was lost.
+    #[error("the stream to the node failed: {0}")]
+    Write(#[source] quinn::WriteError),
+}
+
+/// How far each connected node's downloads have come, by node id.
+#[derive(Debug, Default)]
+pub(crate) struct FetchBoard {
+    nodes: Mutex<HashMap<String, FetchProgress>>,
+}
+
+impl FetchBoard {
+    /// Records a node's latest progress report; a finished download is
+    /// taken off the board.
+    pub(crate) fn report(&self, node_id: &str, progress: FetchProgress) {
+        let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        if progress.done >= progress.total {
+            nodes.remove(node_id);
+        } else {
+            nodes.insert(node_id.to_owned(), progress);
+        }
+    }
+
+    /// Forgets a node that left.
+    pub(crate) fn forget(&self, node_id: &str) {
+        self.nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(node_id);
+    }
+
+    /// The download in progress on a node, if any.
+    pub(crate) fn progress(&self, node_id: &str) -> Option<FetchProgress> {
+        self.nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(node_id)
+            .cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests;

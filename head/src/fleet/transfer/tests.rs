@@ -1,0 +1,220 @@
+use super::FetchBoard;
+use crate::fleet::model_store::{ModelFile, ModelStore};
+use superfluid_proto::FetchProgress;
+
+fn progress(done: u64, total: u64) -> FetchProgress {
+    FetchProgress {
+        model: "m".into(),
+        done,
+        total,
+    }
+}
+
+#[test]
+fn a_nodes_download_shows_until_it_completes() {
+    let board = FetchBoard::default();
+    board.report("n1", progress(43, 100));
+    assert_eq!(board.progress("n1").map(|p| p.percent()), Some(43));
+    assert_eq!(board.progress("n2"), None);
+    board.report("n1", progress(100, 100));
+    assert_eq!(
+        board.progress("n1"),
+        None,
+        "a finished download is off the board"
+    );
+}
+
+#[test]
+fn a_node_that_leaves_is_forgotten() {
+    let board = FetchBoard::default();
+    board.report("n1", progress(1, 100));
+    board.forget("n1");
+    assert_eq!(board.progress("n1"), None);
+}
+
+#[test]
+fn files_are_found_by_hash_only() {
+    let store = ModelStore::new(vec![ModelFile {
+        id: "m".into(),
+        sha256: "ab".repeat(32),
+        size: 7,
+        path: "/models/m.gguf".into(),
+    }]);
+    assert!(store.by_sha256(&"ab".repeat(32)).is_some());
+    assert!(store.by_sha256("/models/m.gguf").is_none());
+    assert!(store.by_sha256("m").is_none());
+    let offers = store.offers();
+    assert_eq!(offers.len(), 1);
+    assert_eq!((offers[0].id.as_str(), offers[0].size), ("m", 7));
+}
+
+mod over_link {
+    use crate::fleet::model_store::{ModelFile, ModelStore};
+    use crate::fleet::{listen, Fleet, LinkListenConfig};
+    use sha2::{Digest as _, Sha256};
+    use std::sync::Arc;
+    use std::time::Duration;
+    use superfluid_link::{client_endpoint, connect, quinn, read_frame, write_frame, Identity};
+    use superfluid_proto::{
+        ControlMsg, FetchProgress, FetchReply, FetchRequest, HeadReply, NodeHello, NodeStream,
+        PROTOCOL_VERSION,
+    };
+
+    const CONTENT: &[u8] = b"the head's pretend model file, a few dozen bytes long";
+
+    async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(10), f)
+            .await
+            .expect("timed out")
+    }
+
+    /// A head serving one model file, and a node welcomed by it, holding
+    /// its control stream.
+    struct Linked {
+        fleet: Fleet,
+        conn: quinn::Connection,
+        control: quinn::SendStream,
+        node_id: String,
+        sha256: String,
+        _endpoint: quinn::Endpoint,
+        dir: std::path::PathBuf,
+    }
+
+    impl Drop for Linked {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    async fn linked(tag: &str) -> Linked {
+        let dir = std::env::temp_dir().join(format!("sf-transfer-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.gguf");
+        std::fs::write(&path, CONTENT).unwrap();
+        let sha256 = hex::encode(Sha256::digest(CONTENT));
+        let fleet = Fleet::new().with_model_store(ModelStore::new(vec![ModelFile {
+            id: "m".into(),
+            sha256: sha256.clone(),
+            size: CONTENT.len() as u64,
+            path,
+        }]));
+        let identity = Identity::generate().unwrap();
+        let listener = listen(
+            fleet.clone(),
+            LinkListenConfig {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                identity: identity.clone(),
+                authorizer: Arc::new(|_| true),
+            },
+        )
+        .await
+        .unwrap();
+        let node = Identity::generate().unwrap();
+        let endpoint = client_endpoint(listener.addr, &node, identity.fingerprint()).unwrap();
+        let conn = within(connect(&endpoint, listener.addr)).await.unwrap();
+        let (mut control, mut recv) = conn.open_bi().await.unwrap();
+        let hello = NodeHello {
+            version: PROTOCOL_VERSION,
+            name: "bare".into(),
+            models: Vec::new(),
+            join_token: None,
+        };
+        write_frame(&mut control, &hello).await.unwrap();
+        let HeadReply::Welcome {
+            node_id, models, ..
+        } = within(read_frame(&mut recv)).await.unwrap().unwrap()
+        else {
+            panic!("the node should be welcomed");
+        };
+        assert_eq!(models.len(), 1, "the welcome offers the head's model");
+        assert_eq!(models[0].sha256, sha256);
+        assert_eq!(models[0].size, CONTENT.len() as u64);
+        // Keep reading so the head's heartbeats never fill the window.
+        tokio::spawn(async move {
+            while let Ok(Some(_)) = read_frame::<ControlMsg>(&mut recv).await {}
+        });
+        Linked {
+            fleet,
+            conn,
+            control,
+            node_id,
+            sha256,
+            _endpoint: endpoint,
+            dir,
+        }
+    }
+
+    /// Asks for `sha256` from `offset`; the reply and the bytes after it.
+    async fn fetch(conn: &quinn::Connection, sha256: &str, offset: u64) -> (FetchReply, Vec<u8>) {
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        let request = NodeStream::Fetch(FetchRequest {
+            sha256: sha256.into(),
+            offset,
+        });
+        write_frame(&mut send, &request).await.unwrap();
+        let reply = within(read_frame::<FetchReply>(&mut recv))
+            .await
+            .unwrap()
+            .unwrap();
+        let rest = within(recv.read_to_end(1 << 20)).await.unwrap();
+        (reply, rest)
+    }
+
+    #[tokio::test]
+    async fn a_welcomed_node_gets_the_file_from_its_offset() {
+        let linked = linked("offset").await;
+        let (reply, bytes) = fetch(&linked.conn, &linked.sha256, 10).await;
+        assert_eq!(
+            reply,
+            FetchReply::Sending {
+                size: CONTENT.len() as u64
+            }
+        );
+        assert_eq!(bytes, &CONTENT[10..]);
+        let (_, whole) = fetch(&linked.conn, &linked.sha256, 0).await;
+        assert_eq!(whole, CONTENT);
+    }
+
+    #[tokio::test]
+    async fn files_are_refused_by_path_unknown_hash_or_offset_past_the_end() {
+        let linked = linked("refused").await;
+        for (name, offset) in [
+            ("m.gguf".to_owned(), 0),
+            ("/etc/passwd".to_owned(), 0),
+            ("00".repeat(32), 0),
+            (linked.sha256.clone(), CONTENT.len() as u64 + 1),
+        ] {
+            let (reply, bytes) = fetch(&linked.conn, &name, offset).await;
+            assert!(
+                matches!(reply, FetchReply::Refused { .. }),
+                "{name} from {offset}: {reply:?}"
+            );
+            assert!(bytes.is_empty(), "nothing follows a refusal");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_nodes_progress_reports_show_in_the_fleet() {
+        let mut linked = linked("progress").await;
+        let progress = FetchProgress {
+            model: "m".into(),
+            done: 43,
+            total: 100,
+        };
+        write_frame(&mut linked.control, &ControlMsg::Fetching(progress.clone()))
+            .await
+            .unwrap();
+        let fleet = linked.fleet.clone();
+        let node_id = linked.node_id.clone();
+        let shown = within(async move {
+            loop {
+                if let Some(shown) = fleet.fetching(&node_id) {
+                    return shown;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert_eq!(shown, progress);
+    }
+}
