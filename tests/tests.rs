@@ -9,6 +9,7 @@ mod fleet_routing;
 mod fleet_shutdown;
 mod fleet_support;
 mod keys;
+mod keys_limits;
 mod netns;
 mod serve_chat;
 mod serve_completions;

@@ -9,6 +9,7 @@
 //! - [`respond`]: JSON and server-sent-event answers.
 //! - [`handlers`]: the routes.
 //! - [`auth`]: the key check in front of the client routes.
+//! - [`limits`]: a limited key's 429 and `x-ratelimit-*` headers.
 //! - [`metrics_page`]: the Prometheus page of the fleet's counters and nodes.
 
 pub mod admin;
@@ -18,6 +19,7 @@ pub mod error;
 pub mod extract;
 pub mod generate;
 pub mod handlers;
+pub mod limits;
 pub mod metrics_page;
 pub mod output;
 pub mod respond;
