@@ -261,10 +261,10 @@ pub enum KeysCommand {
         /// How long it stays valid (e.g. 12h, 30d) [default: no expiry].
         #[arg(long, value_parser = parse_duration)]
         expires: Option<Duration>,
-        /// Requests per minute (not enforced yet: refused).
+        /// Requests per minute (at least 1) [default: no limit].
         #[arg(long)]
         rpm: Option<u32>,
-        /// Tokens per minute (not enforced yet: refused).
+        /// Prompt and completion tokens per minute (at least 1) [default: no limit].
         #[arg(long)]
         tpm: Option<u32>,
         #[command(flatten)]

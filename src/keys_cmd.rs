@@ -1,7 +1,7 @@
 //! `superfluid keys create|list|revoke`: the API keys through the head's
 //! admin API.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
 use crate::admin_client::{client, text};
@@ -17,15 +17,12 @@ pub async fn run(command: KeysCommand) -> Result<()> {
             tpm,
             admin,
         } => {
-            // Refused here rather than stored: a limit that does nothing
-            // would be worse than none.
-            if rpm.is_some() || tpm.is_some() {
-                bail!("per-key --rpm and --tpm limits are not enforced yet; create the key without them");
-            }
             let body = json!({
                 "name": name,
                 "models": (!models.is_empty()).then_some(models),
                 "expires_in_secs": expires.map(|d| d.as_secs()),
+                "rpm": rpm,
+                "tpm": tpm,
             });
             let made = client(admin)?
                 .call(reqwest::Method::POST, "/admin/v1/keys", Some(body))
@@ -94,10 +91,25 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (y, m, d)
 }
 
+/// A per-minute limit; `-` for none.
+fn limit(v: &Value) -> String {
+    v.as_u64().map_or_else(|| "-".into(), |n| n.to_string())
+}
+
 fn print_table(keys: &[Value]) {
     println!(
-        "{:<20} {:<16} {:<16} {:<16} {:<24} {:>8} {:>10} {:>10}",
-        "NAME", "CREATED", "EXPIRES", "LAST USED", "MODELS", "REQUESTS", "PROMPT", "COMPLETION"
+        "{:<20} {:<16} {:<16} {:<16} {:<24} {:>8} {:>10} {:>8} {:>10} {:>10} {:>10}",
+        "NAME",
+        "CREATED",
+        "EXPIRES",
+        "LAST USED",
+        "MODELS",
+        "RPM",
+        "TPM",
+        "REQUESTS",
+        "PROMPT",
+        "CACHED",
+        "COMPLETION"
     );
     for k in keys {
         let models = k["models"]
@@ -105,14 +117,17 @@ fn print_table(keys: &[Value]) {
             .map(|ms| ms.iter().map(text).collect::<Vec<_>>().join(","))
             .unwrap_or_else(|| "all".into());
         println!(
-            "{:<20} {:<16} {:<16} {:<16} {:<24} {:>8} {:>10} {:>10}",
+            "{:<20} {:<16} {:<16} {:<16} {:<24} {:>8} {:>10} {:>8} {:>10} {:>10} {:>10}",
             text(&k["name"]),
             when(&k["created"]),
             when(&k["expires"]),
             when(&k["last_used"]),
             models,
+            limit(&k["rpm"]),
+            limit(&k["tpm"]),
             text(&k["usage"]["requests"]),
             text(&k["usage"]["prompt_tokens"]),
+            text(&k["usage"]["cached_tokens"]),
             text(&k["usage"]["completion_tokens"]),
         );
     }

@@ -11,7 +11,7 @@ use crate::stop_support::{assert_exits_cleanly, terminate};
 use crate::support::{chat, model_path, Server, MODEL};
 
 /// Runs `superfluid keys ARGS` against `head`.
-fn keys(head: &Head, args: &[&str]) -> Ran {
+pub fn keys(head: &Head, args: &[&str]) -> Ran {
     let mut cmd = Command::new(bin());
     cmd.arg("keys")
         .args(args)
@@ -26,7 +26,7 @@ fn keys(head: &Head, args: &[&str]) -> Ran {
 }
 
 /// `keys create ARGS`: the secret it printed, its only line on stdout.
-fn create(head: &Head, args: &[&str]) -> String {
+pub fn create(head: &Head, args: &[&str]) -> String {
     let mut all = vec!["create"];
     all.extend_from_slice(args);
     let ran = keys(head, &all);
@@ -41,14 +41,14 @@ fn create(head: &Head, args: &[&str]) -> String {
 }
 
 /// `keys list --json`.
-fn list(head: &Head) -> Vec<Value> {
+pub fn list(head: &Head) -> Vec<Value> {
     let ran = keys(head, &["list", "--json"]);
     assert!(ran.status.success(), "{}", ran.describe());
     assert!(!ran.stdout.contains("sk-sf-"), "a listing shows no secret");
     serde_json::from_str(&ran.stdout).expect("keys list --json prints JSON")
 }
 
-fn named<'a>(keys: &'a [Value], name: &str) -> &'a Value {
+pub fn named<'a>(keys: &'a [Value], name: &str) -> &'a Value {
     keys.iter()
         .find(|k| k["name"] == name)
         .unwrap_or_else(|| panic!("no key {name} in {keys:?}"))
@@ -246,21 +246,28 @@ async fn a_keys_generations_show_in_its_usage() {
         usage["completion_tokens"], answer["usage"]["completion_tokens"],
         "{usage} vs {answer}"
     );
+    assert_eq!(
+        usage["cached_tokens"], answer["usage"]["prompt_tokens_details"]["cached_tokens"],
+        "{usage} vs {answer}"
+    );
 }
 
 #[tokio::test]
-async fn limits_are_refused_until_enforced() {
+async fn limits_are_kept_with_the_key_and_a_zero_limit_is_refused() {
     let _serial = serial().await;
     let dir = TempDir::new("keys-limits");
     let head = Head::start(dir.path(), &[]).expect("starting superfluid head");
-    let ran = keys(&head, &["create", "erin", "--rpm", "10"]);
+    create(&head, &["erin", "--rpm", "10", "--tpm", "5000"]);
+    let all = list(&head);
+    let erin = named(&all, "erin");
+    assert_eq!((&erin["rpm"], &erin["tpm"]), (&json!(10), &json!(5000)));
+    let table = keys(&head, &["list"]);
+    assert!(table.stdout.contains("5000"), "{}", table.describe());
+
+    let ran = keys(&head, &["create", "zed", "--rpm", "0"]);
     assert!(!ran.status.success(), "{}", ran.describe());
-    assert!(
-        ran.stderr.contains("not enforced yet"),
-        "{}",
-        ran.describe()
-    );
-    assert!(list(&head).is_empty(), "no key was made");
+    assert!(ran.stderr.contains("at least 1"), "{}", ran.describe());
+    assert_eq!(list(&head).len(), 1, "no key was made");
 }
 
 /// Starts `superfluid COMMAND --http 0.0.0.0:0 ...` and waits for it to end.

@@ -11,6 +11,7 @@ mod fleet_shutdown;
 mod fleet_support;
 mod fleet_transfer;
 mod keys;
+mod keys_limits;
 mod metrics;
 mod netns;
 mod python_clients;

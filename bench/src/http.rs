@@ -33,40 +33,50 @@ fn free_port() -> Result<u16> {
 /// Starts `binary` with `args` (where `{port}` is replaced) and waits until
 /// its `/health` answers 200.
 pub async fn start(binary: &Path, args: &[String]) -> Result<ServerProcess> {
+    start_until(binary, args, "/health").await
+}
+
+/// Starts `binary` with `args` and `base`, killed on drop.
+pub fn spawn(binary: &Path, args: &[String], base: String) -> Result<ServerProcess> {
+    let child = Command::new(binary)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    Ok(ServerProcess { child, base })
+}
+
+/// Starts `binary` with `args` (where `{port}` is replaced) and waits until
+/// a GET of `path` answers 200.
+pub async fn start_until(binary: &Path, args: &[String], path: &str) -> Result<ServerProcess> {
     let port = free_port()?;
     let args: Vec<String> = args
         .iter()
         .map(|a| a.replace("{port}", &port.to_string()))
         .collect();
-    let child = Command::new(binary)
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {}", binary.display()))?;
-    let server = ServerProcess {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    };
+    let server = spawn(binary, &args, format!("http://127.0.0.1:{port}"))?;
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(120);
     while Instant::now() < deadline {
-        if let Ok(r) = client.get(format!("{}/health", server.base)).send().await {
+        if let Ok(r) = client.get(format!("{}{path}", server.base)).send().await {
             if r.status().is_success() {
                 return Ok(server);
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    bail!("{} did not become healthy within 120 s", binary.display())
+    bail!("{} did not answer {path} within 120 s", binary.display())
 }
 
-/// One streamed completion; `prompt_tokens` is the bench's own count, used
-/// when the server does not report usage.
+/// One streamed completion, with `key` as a Bearer key if there is one;
+/// `prompt_tokens` is the bench's own count, used when the server does not
+/// report usage.
 pub async fn complete(
     client: &reqwest::Client,
     base: &str,
     model: &str,
+    key: Option<&str>,
     prompt: &str,
     prompt_tokens: u32,
     max_tokens: u32,
@@ -76,11 +86,11 @@ pub async fn complete(
         "stream": true, "stream_options": {"include_usage": true},
     });
     let start = Instant::now();
-    let resp = client
-        .post(format!("{base}/v1/completions"))
-        .json(&body)
-        .send()
-        .await?;
+    let mut request = client.post(format!("{base}/v1/completions")).json(&body);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let resp = request.send().await?;
     if !resp.status().is_success() {
         bail!("{base} answered {}: {}", resp.status(), resp.text().await?);
     }

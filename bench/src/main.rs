@@ -1,9 +1,12 @@
 //! `superfluid-bench`: measures superfluid against baselines in the same run.
 //!
 //! `serve`: the same requests (a) to the llama.cpp engine called in-process,
-//! (b) through `superfluid serve` over HTTP, and (c) to `llama-server` when
-//! one is given; reports decode tokens/s, prefill tokens/s and time to first
-//! token at 1 and 4 concurrent streams, and the ratios (b)/(a) and (b)/(c).
+//! (b) through `superfluid serve` over HTTP, (c) through `superfluid head`
+//! and a joined node with no key and (d) the same with a key that has
+//! request and token limits, and (e) to `llama-server` when one is given;
+//! reports decode tokens/s, prefill tokens/s and time to first token at 1
+//! and 4 concurrent streams, and the ratios (b)/(a), (d)/(c) (the cost of
+//! keys and limits), (a)/(e) and (b)/(e).
 //!
 //! `routing`: every routing policy on the same requests, in a simulated
 //! fleet of fake engines of mixed speed and on a real fleet of two nodes;
@@ -16,6 +19,7 @@
 
 mod http;
 mod inprocess;
+mod keyed;
 mod measure;
 mod models;
 mod report;

@@ -32,7 +32,12 @@ pub struct Contender {
 /// Where a contender's requests go.
 pub enum Target<'a> {
     InProcess(&'a Arc<dyn Engine>),
-    Http { base: &'a str, model: &'a str },
+    /// An OpenAI-compatible server, sent `key` as a Bearer key if there is one.
+    Http {
+        base: &'a str,
+        model: &'a str,
+        key: Option<&'a str>,
+    },
 }
 
 /// The bench's client side: the arguments, a tokenizer and an HTTP client.
@@ -67,11 +72,12 @@ impl Bench<'_> {
         let tokens = self.tokens(text);
         match target {
             Target::InProcess(engine) => inprocess::complete(engine, tokens, max_tokens).await,
-            Target::Http { base, model } => {
+            Target::Http { base, model, key } => {
                 http::complete(
                     &self.client,
                     base,
                     model,
+                    *key,
                     text,
                     tokens.len() as u32,
                     max_tokens,

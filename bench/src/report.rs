@@ -12,7 +12,7 @@ use superfluid_node::Engine;
 
 use crate::measure::{interleaved, Bench, Contender, Target};
 use crate::stats::{paired_median_difference, Spread, Summary};
-use crate::{http, ServeArgs};
+use crate::{http, keyed, ServeArgs};
 
 /// How one contender compares with another.
 #[derive(Debug, Serialize)]
@@ -144,6 +144,12 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
     let serve = http::start(&args.superfluid, &serve_args)
         .await
         .context("starting superfluid serve")?;
+    let open = keyed::start(args, "head-no-key", false)
+        .await
+        .context("starting a head and node with no key")?;
+    let limited = keyed::start(args, "head-limited-key", true)
+        .await
+        .context("starting a head and node with a limited key")?;
     let llama_server = match &args.llama_server {
         Some(binary) => {
             let total_ctx = (args.ctx * args.slots).to_string();
@@ -181,6 +187,23 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
             Target::Http {
                 base: &serve.base,
                 model: &model_id,
+                key: None,
+            },
+        ),
+        (
+            "head_no_key",
+            Target::Http {
+                base: &open.head.base,
+                model: &model_id,
+                key: None,
+            },
+        ),
+        (
+            "head_limited_key",
+            Target::Http {
+                base: &limited.head.base,
+                model: &model_id,
+                key: limited.key.as_deref(),
             },
         ),
     ];
@@ -190,17 +213,23 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
             Target::Http {
                 base: &server.base,
                 model: &model_id,
+                key: None,
             },
         ));
     }
     let contenders = interleaved(&bench, &targets).await?;
     drop(targets);
-    drop((serve, llama_server, engine));
+    drop((serve, open, limited, llama_server, engine));
 
-    let mut all = vec![ratios(&contenders[1], &contenders[0])];
-    if contenders.len() > 2 {
-        all.push(ratios(&contenders[0], &contenders[2]));
-        all.push(ratios(&contenders[1], &contenders[2]));
+    // in_process, superfluid_serve, head_no_key, head_limited_key, then
+    // llama_server if given.
+    let mut all = vec![
+        ratios(&contenders[1], &contenders[0]),
+        ratios(&contenders[3], &contenders[2]),
+    ];
+    if let Some(llama) = contenders.get(4) {
+        all.push(ratios(&contenders[0], llama));
+        all.push(ratios(&contenders[1], llama));
     }
     Ok(Report {
         model: model_id,

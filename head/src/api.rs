@@ -10,6 +10,7 @@
 //! - [`handlers`]: the routes.
 //! - [`auth`]: the key check in front of the client routes.
 //! - [`browser`]: CORS and the `Host` check against DNS rebinding.
+//! - [`limits`]: a limited key's 429 and `x-ratelimit-*` headers.
 //! - [`metrics_page`]: the Prometheus page of the fleet's counters and nodes.
 //! - [`metrics_key`]: the optional key in front of that page.
 //! - [`request_metrics`]: the layer that counts every response.
@@ -23,6 +24,7 @@ pub mod extract;
 pub mod generate;
 pub mod handlers;
 pub mod metrics_key;
+pub mod limits;
 pub mod metrics_page;
 pub mod output;
 pub mod request_metrics;

@@ -8,14 +8,13 @@
 //! next request. Usage is counted in memory and written back by
 //! [`Keys::flush`] every few seconds and at shutdown.
 //!
-//! Static keys (`--api-key`) live only in memory: they may use every model
-//! and carry no limits.
-//!
-//! The record already carries per-key request and token limits, but no
-//! limit is enforced yet; [`Keys::create`] refuses them rather than store a
-//! limit that does nothing.
+//! A stored key may carry limits of requests and tokens per minute, kept
+//! in its in-memory record ([`limiter`]), so that checking them takes only
+//! that key's lock. Static keys (`--api-key`) live only in memory: they may
+//! use every model and carry no limits.
 
 mod db;
+pub mod limiter;
 mod record;
 mod secret;
 #[cfg(test)]
@@ -83,9 +82,9 @@ pub enum KeysError {
     /// This head keeps no key database.
     #[error("this server keeps no key database; run `superfluid head` to manage keys, or give `superfluid serve` a key with --api-key")]
     NoStore,
-    /// A per-key limit was asked for; limits are not enforced yet.
-    #[error("per-key {what} limits are not enforced yet; create the key without {what}")]
-    LimitNotEnforced {
+    /// A per-key limit of zero was asked for, which no request could pass.
+    #[error("{what} must be at least 1; leave it out for no limit")]
+    ZeroLimit {
         /// The limit asked for (`rpm` or `tpm`).
         what: &'static str,
     },
@@ -120,9 +119,9 @@ pub struct NewKey {
     pub expires_in: Option<Duration>,
     /// The models it may use; `None` for all.
     pub models: Option<Vec<String>>,
-    /// Requests per minute (not enforced yet: refused).
+    /// Requests per minute; `None` for no limit.
     pub rpm: Option<u32>,
-    /// Tokens per minute (not enforced yet: refused).
+    /// Prompt and completion tokens per minute; `None` for no limit.
     pub tpm: Option<u32>,
 }
 
@@ -222,11 +221,11 @@ impl Keys {
 
     /// Makes and stores a key; returns the secret (shown once) and its record.
     pub fn create(&self, new: NewKey) -> Result<(String, KeyRecord), KeysError> {
-        if new.rpm.is_some() {
-            return Err(KeysError::LimitNotEnforced { what: "rpm" });
+        if new.rpm == Some(0) {
+            return Err(KeysError::ZeroLimit { what: "rpm" });
         }
-        if new.tpm.is_some() {
-            return Err(KeysError::LimitNotEnforced { what: "tpm" });
+        if new.tpm == Some(0) {
+            return Err(KeysError::ZeroLimit { what: "tpm" });
         }
         check_name(&new.name)?;
         let db = self.inner.db.as_ref().ok_or(KeysError::NoStore)?;
@@ -238,8 +237,8 @@ impl Keys {
                 .expires_in
                 .map(|d| created.saturating_add(d.as_secs().max(1))),
             models: new.models,
-            rpm: None,
-            tpm: None,
+            rpm: new.rpm,
+            tpm: new.tpm,
         };
         let secret = new_secret()?;
         let hash = hash_secret(&secret);

@@ -31,9 +31,9 @@ struct CreateRequest {
     models: Option<Vec<String>>,
     /// Seconds until it expires (default: never).
     expires_in_secs: Option<u64>,
-    /// Requests per minute: refused until limits are enforced.
+    /// Requests per minute (default: no limit).
     rpm: Option<u32>,
-    /// Tokens per minute: refused until limits are enforced.
+    /// Prompt and completion tokens per minute (default: no limit).
     tpm: Option<u32>,
 }
 

@@ -4,7 +4,8 @@
 //! present one, as `Authorization: Bearer KEY` (OpenAI clients) or
 //! `x-api-key: KEY` (Anthropic clients). The key found is put in the
 //! request's extensions as [`Caller`]; handlers check the model there,
-//! once the request names it.
+//! once the request names it. A key with limits is admitted or refused
+//! here too, and every response to it carries its limits ([`limits`]).
 
 use std::sync::Arc;
 
@@ -14,9 +15,10 @@ use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Extension;
+use tokio::time::Instant;
 
 use super::generate::Generation;
-use super::ApiError;
+use super::{limits, ApiError};
 use crate::keys::{unix_now, ApiKey, Keys, Refusal};
 
 #[cfg(test)]
@@ -48,8 +50,19 @@ pub async fn require_key(
         })?;
     key.usage.count_request(now);
     tracing::debug!(key = %key.record.name, "request authenticated");
-    request.extensions_mut().insert(Caller(key));
-    Ok(next.run(request).await)
+    if let Some(limiter) = key.limiter() {
+        if let Err(limited) = limiter.admit(Instant::now()) {
+            tracing::debug!(key = %key.record.name, limit = limited.kind.as_str(), "request over the key's limit");
+            return Ok(limits::refused(&key, &limited));
+        }
+    }
+    request.extensions_mut().insert(Caller(key.clone()));
+    let mut response = next.run(request).await;
+    if let Some(limiter) = key.limiter() {
+        // Read after the handler, so a whole answer's tokens are counted.
+        limits::add_headers(response.headers_mut(), &limiter.quota(Instant::now()));
+    }
+    Ok(response)
 }
 
 /// The key in `Authorization: Bearer KEY` or else `x-api-key: KEY`.
@@ -86,9 +99,15 @@ pub fn may_list(caller: Option<&Extension<Caller>>, model: &str) -> bool {
     check_model(caller, model).is_ok()
 }
 
-/// Counts `generation`'s tokens against the caller's key when it ends.
+/// Counts `generation`'s tokens against the caller's key: in its usage
+/// when the generation ends, and in its token limit as they become known,
+/// the prompt now and the completion at the end.
 pub fn meter(caller: Option<&Extension<Caller>>, generation: &mut Generation) {
     if let Some(Extension(Caller(key))) = caller {
+        if let Some(limiter) = key.limiter() {
+            let prompt = generation.usage().prompt_tokens;
+            limiter.debit_tokens(prompt.into(), Instant::now());
+        }
         let key = key.clone();
         generation.on_end(Box::new(move |usage| {
             key.usage.count_tokens(
@@ -96,6 +115,9 @@ pub fn meter(caller: Option<&Extension<Caller>>, generation: &mut Generation) {
                 usage.cached_tokens.into(),
                 usage.completion_tokens.into(),
             );
+            if let Some(limiter) = key.limiter() {
+                limiter.debit_tokens(usage.completion_tokens.into(), Instant::now());
+            }
         }));
     }
 }

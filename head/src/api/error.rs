@@ -3,6 +3,7 @@
 
 use crate::codec::CodecError;
 use crate::fleet::FleetError;
+use crate::keys::limiter::LimitKind;
 use crate::keys::KeysError;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -128,6 +129,18 @@ pub enum ApiError {
         /// The host the request named, or what was wrong with it.
         host: String,
     },
+    /// The key presented has used up one of its per-minute limits.
+    #[error("rate limit reached for API key {key:?} on {} per minute: the limit is {limit}; retry in {retry_after} s, or ask the operator for a higher limit", kind.as_str())]
+    RateLimited {
+        /// The key's name.
+        key: String,
+        /// The limit it ran into.
+        kind: LimitKind,
+        /// That limit's value per minute.
+        limit: u32,
+        /// Seconds until a request would pass.
+        retry_after: u64,
+    },
     /// An admin key operation failed.
     #[error(transparent)]
     Keys(#[from] KeysError),
@@ -242,6 +255,12 @@ impl ApiError {
                 None,
                 Some("host_not_allowed"),
             ),
+            RateLimited { kind, .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                kind.as_str(),
+                None,
+                Some("rate_limit_exceeded"),
+            ),
             Keys(KeysError::NameTaken { .. }) => {
                 (StatusCode::CONFLICT, invalid, Some("name".into()), None)
             }
@@ -251,7 +270,7 @@ impl ApiError {
             Keys(KeysError::BadName { .. }) => {
                 (StatusCode::BAD_REQUEST, invalid, Some("name".into()), None)
             }
-            Keys(KeysError::LimitNotEnforced { what }) => {
+            Keys(KeysError::ZeroLimit { what }) => {
                 (StatusCode::BAD_REQUEST, invalid, Some((*what).into()), None)
             }
             Keys(KeysError::NoStore) => (StatusCode::NOT_FOUND, invalid, None, None),

@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use super::limiter::Limiter;
+
 /// What is known about a key besides its secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRecord {
@@ -13,9 +15,9 @@ pub struct KeyRecord {
     pub expires: Option<u64>,
     /// The models it may use; `None` for all.
     pub models: Option<Vec<String>>,
-    /// Requests per minute; stored for later, not enforced yet.
+    /// Requests per minute; `None` for no limit.
     pub rpm: Option<u32>,
-    /// Tokens per minute; stored for later, not enforced yet.
+    /// Prompt and completion tokens per minute; `None` for no limit.
     pub tpm: Option<u32>,
 }
 
@@ -26,6 +28,8 @@ pub struct ApiKey {
     pub record: KeyRecord,
     /// What it has been used for.
     pub usage: KeyUsage,
+    /// Its request and token buckets; `None` when it has no limit.
+    limiter: Option<Limiter>,
     /// Kept in the key database (not a static `--api-key`).
     stored: bool,
 }
@@ -34,6 +38,7 @@ impl ApiKey {
     /// A key of the key database, with the usage it had saved.
     pub(super) fn stored_with(record: KeyRecord, usage: UsageSnapshot) -> ApiKey {
         ApiKey {
+            limiter: Limiter::new(record.rpm, record.tpm),
             record,
             usage: KeyUsage::from_snapshot(usage),
             stored: true,
@@ -45,13 +50,19 @@ impl ApiKey {
         Self::stored_with(record, UsageSnapshot::default())
     }
 
-    /// A static key, which lives only in memory.
+    /// A static key, which lives only in memory and has no limits.
     pub(super) fn fixed(record: KeyRecord) -> ApiKey {
         ApiKey {
             record,
             usage: KeyUsage::default(),
+            limiter: None,
             stored: false,
         }
+    }
+
+    /// Its limits, if it has any.
+    pub fn limiter(&self) -> Option<&Limiter> {
+        self.limiter.as_ref()
     }
 
     /// Whether it is kept in the key database.

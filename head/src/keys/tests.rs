@@ -142,18 +142,59 @@ fn names_are_unique_and_plain() {
 }
 
 #[test]
-fn limits_are_refused_until_they_are_enforced() {
+fn limits_are_stored_and_enforced_after_reopening() {
     let dir = Dir::new("limits");
+    let secret = {
+        let keys = Keys::open(&dir.0, &[]).expect("opening");
+        let (secret, record) = keys
+            .create(NewKey {
+                rpm: Some(2),
+                tpm: Some(1000),
+                ..named("erin")
+            })
+            .expect("creating");
+        assert_eq!((record.rpm, record.tpm), (Some(2), Some(1000)));
+        secret
+    };
+    let keys = Keys::open(&dir.0, &[]).expect("reopening");
+    let key = keys.authenticate(&secret, unix_now()).expect("works");
+    assert_eq!((key.record.rpm, key.record.tpm), (Some(2), Some(1000)));
+    let limiter = key.limiter().expect("a limited key has a limiter");
+    let now = tokio::time::Instant::now();
+    limiter.admit(now).expect("first");
+    limiter.admit(now).expect("second");
+    assert!(
+        limiter.admit(now).is_err(),
+        "the third in a minute is refused"
+    );
+}
+
+#[test]
+fn a_zero_limit_is_refused_and_nothing_is_stored() {
+    let dir = Dir::new("zero-limit");
     let keys = Keys::open(&dir.0, &[]).expect("opening");
     let rpm = keys.create(NewKey {
-        rpm: Some(10),
+        rpm: Some(0),
         ..named("erin")
     });
-    assert!(matches!(
-        rpm,
-        Err(KeysError::LimitNotEnforced { what: "rpm" })
-    ));
+    assert!(matches!(rpm, Err(KeysError::ZeroLimit { what: "rpm" })));
+    let tpm = keys.create(NewKey {
+        tpm: Some(0),
+        ..named("erin")
+    });
+    assert!(matches!(tpm, Err(KeysError::ZeroLimit { what: "tpm" })));
     assert!(keys.list().is_empty(), "nothing is stored");
+}
+
+#[test]
+fn keys_without_limits_have_no_limiter() {
+    let dir = Dir::new("unlimited");
+    let keys = Keys::open(&dir.0, &["static".into()]).expect("opening");
+    let (secret, _) = keys.create(named("gus")).expect("creating");
+    let stored = keys.authenticate(&secret, unix_now()).expect("works");
+    assert!(stored.limiter().is_none());
+    let fixed = keys.authenticate("static", unix_now()).expect("works");
+    assert!(fixed.limiter().is_none());
 }
 
 #[test]
