@@ -2,11 +2,13 @@
 //! environment variable.
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use superfluid_head::routing::RoutePolicy;
+use superfluid_head::server::connections::DEFAULT_MAX_CONNECTIONS;
 
 /// An LLM inference fleet for machines you own.
 #[derive(Debug, Parser)]
@@ -89,6 +91,9 @@ pub struct ServeFlags {
     /// Where the HTTP API listens.
     #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
     pub http: SocketAddr,
+    /// HTTP connections held open at once; more wait until one closes.
+    #[arg(long, env = "SUPERFLUID_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: NonZeroUsize,
     #[command(flatten)]
     pub access: AccessFlags,
     /// How generations are routed to nodes: least-ttft, round-robin, least-loaded or random.
@@ -103,6 +108,9 @@ pub struct HeadFlags {
     /// Where the HTTP API listens.
     #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
     pub http: SocketAddr,
+    /// HTTP connections held open at once; more wait until one closes.
+    #[arg(long, env = "SUPERFLUID_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: NonZeroUsize,
     #[command(flatten)]
     pub access: AccessFlags,
     /// Where Link F listens for nodes (UDP).

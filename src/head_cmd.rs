@@ -34,6 +34,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
         HeadConfig {
             route_policy: flags.route_policy,
             keys,
+            max_connections: flags.max_connections,
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )

@@ -38,6 +38,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             membership: None,
             route_policy: flags.route_policy,
             keys,
+            max_connections: flags.max_connections,
         },
     )
     .await?;

@@ -1,7 +1,10 @@
 //! Starting a head: load the model codecs, listen for nodes on Link F, and
-//! serve HTTP.
+//! serve HTTP ([`connections`] bounds how many clients are connected at once).
+
+pub mod connections;
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -44,6 +47,8 @@ pub struct HeadConfig {
     pub route_policy: RoutePolicy,
     /// The client APIs' keys; with none, the client APIs are open.
     pub keys: Keys,
+    /// HTTP connections held open at once; more wait until one closes.
+    pub max_connections: NonZeroUsize,
 }
 
 impl HeadConfig {
@@ -64,6 +69,7 @@ impl HeadConfig {
             membership: Some(membership),
             route_policy: RoutePolicy::default(),
             keys: Keys::default(),
+            max_connections: connections::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -192,7 +198,7 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
     // The task ends with the runtime; the last usage is saved by the
     // shutdown's own flush.
     drop(config.keys.spawn_flusher());
-    let http = without_nagle(http);
+    let http = connections::ConnectionLimit::new(without_nagle(http), config.max_connections);
     let (http_stop, mut stopping) = watch::channel(false);
     let stopped = async move {
         // Without a sender the server runs until the process ends.

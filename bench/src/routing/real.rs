@@ -83,6 +83,7 @@ async fn start(
             membership: None,
             route_policy: policy,
             keys: Default::default(),
+            max_connections: superfluid_head::server::connections::DEFAULT_MAX_CONNECTIONS,
         },
     )
     .await
