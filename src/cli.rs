@@ -2,6 +2,7 @@
 //! environment variable.
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use superfluid_head::api::browser::{BrowserError, BrowserPolicy};
 use superfluid_head::keys::Keys;
 use superfluid_head::routing::RoutePolicy;
+use superfluid_head::server::connections::DEFAULT_MAX_CONNECTIONS;
 
 /// An LLM inference fleet for machines you own.
 #[derive(Debug, Parser)]
@@ -124,6 +126,9 @@ pub struct ServeFlags {
     /// Where the HTTP API listens.
     #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
     pub http: SocketAddr,
+    /// HTTP connections held open at once; more wait until one closes.
+    #[arg(long, env = "SUPERFLUID_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: NonZeroUsize,
     #[command(flatten)]
     pub access: AccessFlags,
     #[command(flatten)]
@@ -140,6 +145,9 @@ pub struct HeadFlags {
     /// Where the HTTP API listens.
     #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
     pub http: SocketAddr,
+    /// HTTP connections held open at once; more wait until one closes.
+    #[arg(long, env = "SUPERFLUID_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: NonZeroUsize,
     #[command(flatten)]
     pub access: AccessFlags,
     #[command(flatten)]

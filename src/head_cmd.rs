@@ -37,6 +37,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
             keys,
             browser,
             metrics_key: flags.access.metrics_key,
+            max_connections: flags.max_connections,
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )

@@ -41,6 +41,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             keys,
             browser,
             metrics_key: flags.access.metrics_key,
+            max_connections: flags.max_connections,
         },
     )
     .await?;

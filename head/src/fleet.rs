@@ -4,6 +4,8 @@
 //!   hello handshake and holds each node's membership (`fleet/member.rs`)
 //!   while it is connected: joining enters the node in the registry and the
 //!   router together, and dropping the membership takes it out of both.
+//!   Hellos that present a join token are bounded per source address
+//!   (`fleet/join_limit.rs`).
 //! - the registry (`fleet/registry.rs`) knows each node's models, slots and
 //!   state; the [`crate::routing::Router`] knows which prompt blocks each node
 //!   holds in cache and how busy and fast it is, and counts the generations
@@ -19,6 +21,7 @@
 
 mod admin;
 mod error;
+mod join_limit;
 pub mod listen;
 mod member;
 pub mod model_store;

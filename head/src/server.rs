@@ -1,7 +1,10 @@
 //! Starting a head: load the model codecs, listen for nodes on Link F, and
-//! serve HTTP.
+//! serve HTTP ([`connections`] bounds how many clients are connected at once).
+
+pub mod connections;
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -47,6 +50,8 @@ pub struct HeadConfig {
     pub browser: BrowserPolicy,
     /// The key `GET /metrics` needs; `None` leaves it open.
     pub metrics_key: Option<String>,
+    /// HTTP connections held open at once; more wait until one closes.
+    pub max_connections: NonZeroUsize,
 }
 
 impl HeadConfig {
@@ -69,6 +74,7 @@ impl HeadConfig {
             keys: Keys::default(),
             browser: BrowserPolicy::default(),
             metrics_key: None,
+            max_connections: connections::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -203,7 +209,7 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
     // The task ends with the runtime; the last usage is saved by the
     // shutdown's own flush.
     drop(config.keys.spawn_flusher());
-    let http = without_nagle(http);
+    let http = connections::ConnectionLimit::new(without_nagle(http), config.max_connections);
     let (http_stop, mut stopping) = watch::channel(false);
     let stopped = async move {
         // Without a sender the server runs until the process ends.

@@ -45,6 +45,13 @@ pub enum TokenError {
     /// The claims could not be encoded (a bug).
     #[error("could not encode the join token: {0}; this is a bug, please report it")]
     Encode(String),
+    /// The claims make a token longer than [`MAX_TOKEN_LEN`], which no node
+    /// would accept.
+    #[error("the join token would be {len} characters, more than the {MAX_TOKEN_LEN} a node accepts; give fewer or shorter labels")]
+    TooLong {
+        /// The token's length in characters.
+        len: usize,
+    },
 }
 
 /// Signs `claims` with the fleet key and returns the token text.
@@ -53,11 +60,15 @@ pub fn mint(fleet: &Identity, claims: &JoinClaims) -> Result<String, TokenError>
         .to_bytes()
         .map_err(|e| TokenError::Encode(e.to_string()))?;
     let signature = fleet.sign(&body);
-    Ok(format!(
+    let text = format!(
         "{PREFIX}{}.{}",
         base64url::encode(&body),
         base64url::encode(&signature)
-    ))
+    );
+    if text.len() > MAX_TOKEN_LEN {
+        return Err(TokenError::TooLong { len: text.len() });
+    }
+    Ok(text)
 }
 
 /// The claims of a token, without checking its signature or expiry.

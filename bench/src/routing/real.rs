@@ -85,6 +85,7 @@ async fn start(
             keys: Default::default(),
             browser: Default::default(),
             metrics_key: None,
+            max_connections: superfluid_head::server::connections::DEFAULT_MAX_CONNECTIONS,
         },
     )
     .await

@@ -386,3 +386,28 @@ async fn a_node_whose_model_file_differs_gets_no_work_and_its_snapshot_says_why(
     assert_eq!(gen.node_name, "stub");
     assert_eq!(head.fleet.context_len("m"), Some(512));
 }
+
+#[tokio::test]
+async fn join_attempts_past_the_burst_from_one_address_are_refused_before_the_token_is_read() {
+    let head = head("join-limit").await;
+    let enrolled = Identity::generate().unwrap();
+    let first = node(&head, &enrolled, Some(&token(&head, 1)), SHA).await;
+    welcomed(&first);
+    first.conn.close(0u32.into(), b"restart");
+    wait_for(|| head.fleet.nodes().is_empty()).await;
+    let stranger = Identity::generate().unwrap();
+    for _ in 1..super::join_limit::BURST {
+        let stub = node(&head, &stranger, Some("sfj1.not-a-token"), SHA).await;
+        assert!(refusal(&stub).contains("damaged"), "{}", refusal(&stub));
+    }
+    // Even a good token waits once the address has used its attempts.
+    let stub = node(&head, &stranger, Some(&token(&head, 1)), SHA).await;
+    let reason = refusal(&stub);
+    assert!(
+        reason.contains("too many join attempts from 127.0.0.1"),
+        "{reason}"
+    );
+    assert!(reason.contains("try again in"), "{reason}");
+    // An enrolled node reconnecting presents no token and is not counted.
+    welcomed(&node(&head, &enrolled, None, SHA).await);
+}

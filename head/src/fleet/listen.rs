@@ -2,6 +2,7 @@
 //! node's membership while its connection lives.
 
 use super::{
+    join_limit::JoinLimit,
     registry::{Joining, NodeEntry},
     Fleet,
 };
@@ -81,9 +82,10 @@ pub async fn listen(fleet: Fleet, config: LinkListenConfig) -> Result<LinkListen
         })?;
     tracing::info!(%addr, fingerprint = %config.identity.fingerprint(), "listening for nodes (Link F over QUIC)");
     let accepting = endpoint.clone();
+    let joins = JoinLimit::default();
     let task = tokio::spawn(async move {
         while let Some(incoming) = accepting.accept().await {
-            tokio::spawn(serve_node(fleet.clone(), incoming));
+            tokio::spawn(serve_node(fleet.clone(), joins.clone(), incoming));
         }
     });
     Ok(LinkListener {
@@ -94,7 +96,7 @@ pub async fn listen(fleet: Fleet, config: LinkListenConfig) -> Result<LinkListen
 }
 
 /// One node's connection, from handshake to disconnect.
-async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
+async fn serve_node(fleet: Fleet, joins: JoinLimit, incoming: quinn::Incoming) {
     let from = incoming.remote_address();
     let conn = match incoming.await {
         Ok(conn) => conn,
@@ -104,7 +106,7 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
             return;
         }
     };
-    let (joining, mut send, recv) = match hello(&fleet, &conn).await {
+    let (joining, mut send, recv) = match hello(&fleet, &joins, &conn).await {
         Ok(Some(parts)) => parts,
         Ok(None) => return,
         Err(reason) => {
@@ -170,7 +172,11 @@ async fn serve_node(fleet: Fleet, incoming: quinn::Incoming) {
 type Hello = (Joining, SendStream, RecvStream);
 
 /// Reads the node's hello. `Ok(None)`: refused and closed; `Err`: protocol violation to close with.
-async fn hello(fleet: &Fleet, conn: &quinn::Connection) -> Result<Option<Hello>, String> {
+async fn hello(
+    fleet: &Fleet,
+    joins: &JoinLimit,
+    conn: &quinn::Connection,
+) -> Result<Option<Hello>, String> {
     let fingerprint = peer_fingerprint(conn).map_err(|e| e.to_string())?;
     let (send, mut recv) = tokio::time::timeout(HELLO_TIMEOUT, conn.accept_bi())
         .await
@@ -192,6 +198,14 @@ async fn hello(fleet: &Fleet, conn: &quinn::Connection) -> Result<Option<Hello>,
     let labels = match fleet.membership() {
         None => Vec::new(),
         Some(membership) => {
+            if hello.join_token.is_some() {
+                let from = conn.remote_address().ip();
+                if let Err(limited) = joins.attempt(from, std::time::Instant::now()) {
+                    tracing::warn!(node = %hello.name, %fingerprint, %from, reason = %limited, "refused a join attempt");
+                    refuse(conn, send, limited.to_string()).await;
+                    return Ok(None);
+                }
+            }
             let admitted = membership.admit(
                 &fingerprint,
                 &hello.name,

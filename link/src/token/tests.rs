@@ -150,3 +150,22 @@ fn garbage_never_panics() {
         let _ = verify(&text, &fleet, 1_000);
     }
 }
+
+/// Found while fuzzing join tokens: `mint` signed claims of any size, and
+/// `parse` refuses tokens over `MAX_TOKEN_LEN`, so many labels made a token
+/// that no node would take.
+#[test]
+fn claims_too_large_for_a_token_are_refused_at_minting() {
+    let fleet = Identity::generate().unwrap();
+    let mut big = claims();
+    big.labels = vec![("team".into(), "x".repeat(MAX_TOKEN_LEN))];
+    let refused = mint(&fleet, &big);
+    assert!(
+        matches!(refused, Err(TokenError::TooLong { len }) if len > MAX_TOKEN_LEN),
+        "{refused:?}"
+    );
+    let mut fits = claims();
+    fits.labels = vec![("team".into(), "x".repeat(MAX_TOKEN_LEN / 2))];
+    let text = mint(&fleet, &fits).unwrap();
+    assert_eq!(parse(&text).unwrap(), fits);
+}
