@@ -23,6 +23,7 @@ pub mod handlers;
 pub mod metrics_page;
 pub mod output;
 pub mod respond;
+pub mod structured;
 pub mod types;
 pub mod unsupported;
 pub mod wire;
