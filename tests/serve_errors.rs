@@ -53,12 +53,12 @@ async fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
     assert_eq!(status, 400, "max_tokens of the wrong type: {body}");
     assert!(error_message(&body).contains("max_tokens"), "{body}");
 
-    let mut json_mode = chat(hello.clone(), 4);
-    json_mode["response_format"] = json!({"type": "json_object"});
-    let (status, body) = server.post(path, &json_mode).await.unwrap();
-    assert_eq!(status, 400, "JSON mode: {body}");
+    let mut yaml_mode = chat(hello.clone(), 4);
+    yaml_mode["response_format"] = json!({"type": "yaml"});
+    let (status, body) = server.post(path, &yaml_mode).await.unwrap();
+    assert_eq!(status, 400, "an unknown response format: {body}");
     assert_eq!(body["error"]["param"], "response_format", "{body}");
-    assert!(error_message(&body).contains("json_object"), "{body}");
+    assert!(error_message(&body).contains("json_schema"), "{body}");
 
     let mut tools = chat(hello.clone(), 4);
     tools["tools"] = json!([{"type": "function", "function": {"name": "weather"}}]);

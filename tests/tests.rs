@@ -20,4 +20,5 @@ mod serve_chat;
 mod serve_completions;
 mod serve_errors;
 mod serve_shutdown;
+mod serve_structured;
 mod stop_support;

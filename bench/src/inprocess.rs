@@ -26,6 +26,7 @@ pub fn greedy(
         },
         max_tokens,
         slot,
+        constraint: None,
     }
 }
 

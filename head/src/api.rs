@@ -29,6 +29,7 @@ pub mod metrics_page;
 pub mod output;
 pub mod request_metrics;
 pub mod respond;
+pub mod structured;
 pub mod types;
 pub mod unsupported;
 pub mod wire;

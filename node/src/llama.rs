@@ -11,6 +11,7 @@
 
 mod context;
 mod engine_thread;
+mod grammar;
 mod sampler;
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@ mod tests;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use superfluid_proto::{GenerateEvent, GenerateRequest, Sampling};
+use superfluid_proto::{Constraint, GenerateEvent, GenerateRequest, Sampling};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::ledger::Ledger;
@@ -63,6 +63,15 @@ pub enum BackendError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A generation's output constraint could not be compiled, or could not
+    /// be enforced at a step (its grammar ran past the parser's limits);
+    /// that generation fails as the request's fault and the others carry on.
+    #[error("the output constraint cannot be enforced: {source}; simplify the schema or send the request without `response_format`")]
+    Constraint {
+        /// What the grammar compiler said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// What an engine computes with: the KV sequences of its slots, and the
@@ -71,8 +80,15 @@ pub trait Backend {
     /// One generation's sampling state.
     type Sampler;
 
-    /// The sampler for a generation with `sampling`.
-    fn sampler(&mut self, sampling: &Sampling) -> Self::Sampler;
+    /// The sampler for a generation with `sampling`, held to `constraint`.
+    ///
+    /// # Errors
+    /// [`BackendError::Constraint`] when the constraint cannot be built.
+    fn sampler(
+        &mut self,
+        sampling: &Sampling,
+        constraint: Option<&Constraint>,
+    ) -> Result<Self::Sampler, BackendError>;
 
     /// Computes `batch` (in slot order), extending each token's sequence.
     ///
@@ -93,7 +109,15 @@ pub trait Backend {
 
     /// The token that follows `sequence`, from the logits at `batch_index`
     /// of the last decode.
-    fn sample(&mut self, sampler: &mut Self::Sampler, batch_index: usize, sequence: &[u32]) -> u32;
+    ///
+    /// # Errors
+    /// [`BackendError::Constraint`] when the sampler's constraint fails.
+    fn sample(
+        &mut self,
+        sampler: &mut Self::Sampler,
+        batch_index: usize,
+        sequence: &[u32],
+    ) -> Result<u32, BackendError>;
 
     /// Whether `token` ends a generation.
     fn is_end_of_generation(&self, token: u32) -> bool;

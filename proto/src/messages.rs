@@ -176,6 +176,22 @@ pub struct GenerateRequest {
     /// The slot the head expects to hold the prompt's longest cached prefix;
     /// the node runs the request there when that slot is free.
     pub slot: Option<u32>,
+    /// What the generated text must match, if anything. The head has
+    /// compiled it once already; a node that still cannot build it fails
+    /// the generation with [`FailureKind::InvalidConstraint`].
+    #[serde(default)]
+    pub constraint: Option<Constraint>,
+}
+
+/// A grammar the generated text must follow, enforced token by token while
+/// sampling: only tokens that keep the text a prefix of a match may be
+/// picked, and the end of generation only where the text is a whole match.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Constraint {
+    /// JSON that validates against this JSON Schema, given as its JSON text
+    /// (Link F's encoding is not self-describing, so the schema travels as
+    /// text). `{"type":"object"}` asks for any JSON object.
+    JsonSchema(String),
 }
 
 /// Why a generation ended.
@@ -238,6 +254,9 @@ pub enum FailureKind {
     /// The engine has stopped (the node is shutting down or its engine
     /// thread died).
     Stopped,
+    /// The output constraint could not be built on this node, or could not
+    /// be enforced while sampling (its grammar ran past the parser's limits).
+    InvalidConstraint,
 }
 
 impl FailureKind {
@@ -245,7 +264,11 @@ impl FailureKind {
     pub fn is_request_error(self) -> bool {
         matches!(
             self,
-            Self::PromptTooLong | Self::UnknownModel | Self::EmptyPrompt | Self::InvalidToken
+            Self::PromptTooLong
+                | Self::UnknownModel
+                | Self::EmptyPrompt
+                | Self::InvalidToken
+                | Self::InvalidConstraint
         )
     }
 }

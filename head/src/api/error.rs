@@ -299,6 +299,12 @@ impl ApiError {
                     Some((*param).into()),
                     None,
                 ),
+                FailureKind::InvalidConstraint => (
+                    StatusCode::BAD_REQUEST,
+                    invalid,
+                    Some("response_format".into()),
+                    None,
+                ),
                 FailureKind::Engine | FailureKind::Stopped => {
                     (StatusCode::BAD_GATEWAY, "server_error", None, None)
                 }

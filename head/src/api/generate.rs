@@ -128,6 +128,7 @@ impl Generation {
             sampling: params.sampling.clone(),
             max_tokens,
             slot: None,
+            constraint: params.constraint.clone(),
         };
         let started = Instant::now();
         let remote = state.fleet.generate(&mut request).await?;

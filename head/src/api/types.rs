@@ -5,7 +5,7 @@ use super::ApiError;
 use crate::codec::ChatMessage;
 use serde::Deserialize;
 use serde_json::Value;
-use superfluid_proto::Sampling;
+use superfluid_proto::{Constraint, Sampling};
 
 /// The most stop strings one request may give.
 const MAX_STOPS: usize = 16;
@@ -59,7 +59,8 @@ pub struct CompletionRequest {
     pub top_logprobs: Option<Value>,
     /// Biases on token ids (not supported).
     pub logit_bias: Option<Value>,
-    /// The answer's format; only `{"type": "text"}` is supported.
+    /// The answer's format: `text`, `json_object` or `json_schema` (see
+    /// [`super::structured`]).
     pub response_format: Option<Value>,
 }
 
@@ -93,6 +94,8 @@ pub struct Params {
     pub stream: bool,
     /// Send the usage chunk when streaming.
     pub include_usage: bool,
+    /// What the generated text must match, compiled once already.
+    pub constraint: Option<Constraint>,
 }
 
 impl CompletionRequest {
@@ -163,6 +166,7 @@ impl CompletionRequest {
                 .as_ref()
                 .and_then(|o| o.include_usage)
                 .unwrap_or(false),
+            constraint: super::structured::constraint(self.response_format.as_ref())?,
         })
     }
 
@@ -175,7 +179,6 @@ impl CompletionRequest {
             logprobs: self.logprobs.as_ref(),
             top_logprobs: self.top_logprobs.as_ref(),
             logit_bias: self.logit_bias.as_ref(),
-            response_format: self.response_format.as_ref(),
         }
     }
 

@@ -3,8 +3,9 @@
 //! Ignoring them would hand back an answer that looks right and is not what
 //! was asked for (prose where JSON was required, no function call where one
 //! was offered), so each is a 400 that names the field and says what to send
-//! instead. Their "off" values (`false`, `0`, an empty list, `{"type":
-//! "text"}`) are accepted, since many clients always send them.
+//! instead. Their "off" values (`false`, `0`, an empty list) are accepted,
+//! since many clients always send them. `response_format` is read by
+//! [`super::structured`].
 
 use super::ApiError;
 use serde_json::Value;
@@ -24,8 +25,6 @@ pub struct Features<'a> {
     pub top_logprobs: Option<&'a Value>,
     /// `logit_bias`.
     pub logit_bias: Option<&'a Value>,
-    /// `response_format`.
-    pub response_format: Option<&'a Value>,
 }
 
 impl Features<'_> {
@@ -47,18 +46,6 @@ impl Features<'_> {
                 return Err(ApiError::param(
                     field,
                     format!("`{field}` is not supported yet; send the request without it"),
-                ));
-            }
-        }
-        if let Some(format) = self.response_format {
-            let kind = format.get("type").and_then(Value::as_str);
-            if !format.is_null() && kind != Some("text") {
-                let named = kind.map_or_else(String::new, |k| format!(" of type {k:?}"));
-                return Err(ApiError::param(
-                    "response_format",
-                    format!(
-                        "`response_format`{named} is not supported; only {{\"type\": \"text\"}} is. Ask for the format in the prompt instead"
-                    ),
                 ));
             }
         }
@@ -91,7 +78,6 @@ mod tests {
             logprobs: body.get("logprobs"),
             top_logprobs: body.get("top_logprobs"),
             logit_bias: body.get("logit_bias"),
-            response_format: body.get("response_format"),
         }
     }
 
@@ -113,15 +99,6 @@ mod tests {
             (json!({"logprobs": 3}), "logprobs"),
             (json!({"top_logprobs": 2}), "top_logprobs"),
             (json!({"logit_bias": {"50256": -100}}), "logit_bias"),
-            (
-                json!({"response_format": {"type": "json_object"}}),
-                "response_format",
-            ),
-            (
-                json!({"response_format": {"type": "json_schema", "json_schema": {}}}),
-                "response_format",
-            ),
-            (json!({"response_format": "json"}), "response_format"),
         ] {
             let (param, message) =
                 refused(body.clone()).unwrap_or_else(|| panic!("{body} accepted"));
@@ -131,8 +108,6 @@ mod tests {
                 "{message}"
             );
         }
-        let (_, message) = refused(json!({"response_format": {"type": "json_object"}})).unwrap();
-        assert!(message.contains("json_object"), "{message}");
     }
 
     #[test]
@@ -140,9 +115,8 @@ mod tests {
         for body in [
             json!({}),
             json!({"tools": [], "logprobs": false, "top_logprobs": 0, "logit_bias": {}}),
-            json!({"tools": null, "logprobs": null, "response_format": null}),
+            json!({"tools": null, "logprobs": null}),
             json!({"logprobs": 0}),
-            json!({"response_format": {"type": "text"}}),
             json!({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"}),
         ] {
             assert_eq!(refused(body.clone()), None, "{body}");

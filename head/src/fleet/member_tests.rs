@@ -54,6 +54,7 @@ fn request() -> GenerateRequest {
         sampling: Sampling::default(),
         max_tokens: 8,
         slot: None,
+        constraint: None,
     }
 }
 

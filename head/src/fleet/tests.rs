@@ -146,6 +146,7 @@ fn request(model: &str) -> GenerateRequest {
         sampling: Sampling::default(),
         max_tokens: 8,
         slot: None,
+        constraint: None,
     }
 }
 

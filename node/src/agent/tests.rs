@@ -139,6 +139,7 @@ fn request(model: &str, max_tokens: u32) -> GenerateRequest {
         sampling: Sampling::default(),
         max_tokens,
         slot: None,
+        constraint: None,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use superfluid_proto::Sampling;
+use superfluid_proto::{Constraint, Sampling};
 
 use crate::schedule::{Backend, BackendError, Fed};
 
@@ -22,8 +22,21 @@ impl Backend for FakeBackend {
     /// Only the seed, and whether it is used, matter to [`next_token`].
     type Sampler = Sampling;
 
-    fn sampler(&mut self, sampling: &Sampling) -> Sampling {
-        sampling.clone()
+    fn sampler(
+        &mut self,
+        sampling: &Sampling,
+        constraint: Option<&Constraint>,
+    ) -> Result<Sampling, BackendError> {
+        // The fake's tokens are not text, so no grammar can hold over them:
+        // refusing says so, where ignoring it would pretend to enforce it.
+        if constraint.is_some() {
+            return Err(BackendError::Constraint {
+                source:
+                    "the fake engine generates no text to constrain; serve the model with llama.cpp"
+                        .into(),
+            });
+        }
+        Ok(sampling.clone())
     }
 
     fn decode(&mut self, _batch: &[Fed]) -> Result<(), BackendError> {
@@ -40,8 +53,13 @@ impl Backend for FakeBackend {
 
     fn clear(&mut self, _slot: usize) {}
 
-    fn sample(&mut self, sampling: &mut Sampling, _batch_index: usize, sequence: &[u32]) -> u32 {
-        next_token(sequence, sampling)
+    fn sample(
+        &mut self,
+        sampling: &mut Sampling,
+        _batch_index: usize,
+        sequence: &[u32],
+    ) -> Result<u32, BackendError> {
+        Ok(next_token(sequence, sampling))
     }
 
     fn is_end_of_generation(&self, _token: u32) -> bool {

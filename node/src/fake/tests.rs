@@ -3,8 +3,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use superfluid_proto::{
-    block_hashes, model_seed, FinishReason, GenerateEvent, GenerateRequest, KvEvent,
-    ModelDescription, Outcome, Sampling,
+    block_hashes, model_seed, Constraint, FailureKind, FinishReason, GenerateEvent,
+    GenerateRequest, KvEvent, ModelDescription, Outcome, Sampling,
 };
 
 use super::{FakeCosts, FakeEngine};
@@ -37,6 +37,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32) -> GenerateRequest {
         },
         max_tokens,
         slot: None,
+        constraint: None,
     }
 }
 
@@ -371,4 +372,22 @@ async fn a_prefix_in_another_slot_is_copied_only_when_it_saves_enough() {
     let (_, outcome) = run(&engine, hinted(long.clone(), 1, 1)).await;
     assert_eq!(outcome.cached_tokens, 16);
     assert_eq!(engine.resident()[1], long);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_constrained_request_is_refused_by_the_fake_and_the_next_one_runs() {
+    let engine = engine(1, 512, FAST);
+    let constrained = GenerateRequest {
+        constraint: Some(Constraint::JsonSchema(r#"{"type":"object"}"#.into())),
+        ..request(vec![1, 2], 4)
+    };
+    let mut generation = engine.submit(constrained).expect("submit");
+    match generation.events.recv().await {
+        Some(GenerateEvent::Failed { kind, message }) => {
+            assert_eq!(kind, FailureKind::InvalidConstraint);
+            assert!(message.contains("fake engine"), "{message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(run(&engine, request(vec![1, 2], 4)).await.0.len(), 4);
 }

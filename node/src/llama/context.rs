@@ -6,14 +6,18 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::vocab::LlamaVocab;
-use superfluid_proto::Sampling;
+use superfluid_proto::{Constraint, Sampling};
 
+use super::grammar::Grammars;
 use super::sampler::Picker;
 use crate::schedule::{Backend, BackendError, Fed};
 
 /// The model's vocabulary, its context, and a reusable batch.
 pub struct ContextBackend<'m> {
+    model: &'m LlamaModel,
     vocab: LlamaVocab<'m>,
+    /// Built on the first constrained request (it walks the vocabulary).
+    grammars: Option<Grammars>,
     ctx: LlamaContext<'m>,
     batch: LlamaBatch<'static>,
     n_vocab: i32,
@@ -23,7 +27,9 @@ impl<'m> ContextBackend<'m> {
     /// Decodes batches of up to `n_batch` tokens in `ctx`.
     pub fn new(model: &'m LlamaModel, ctx: LlamaContext<'m>, n_batch: usize) -> Self {
         Self {
+            model,
             vocab: model.vocab(),
+            grammars: None,
             ctx,
             batch: LlamaBatch::new(n_batch, 1),
             n_vocab: model.n_vocab(),
@@ -38,8 +44,20 @@ impl<'m> ContextBackend<'m> {
 impl Backend for ContextBackend<'_> {
     type Sampler = Picker;
 
-    fn sampler(&mut self, sampling: &Sampling) -> Picker {
-        Picker::new(sampling, self.n_vocab)
+    fn sampler(
+        &mut self,
+        sampling: &Sampling,
+        constraint: Option<&Constraint>,
+    ) -> Result<Picker, BackendError> {
+        let Some(constraint) = constraint else {
+            return Ok(Picker::new(sampling, self.n_vocab));
+        };
+        let grammars = match &mut self.grammars {
+            Some(grammars) => grammars,
+            unbuilt => unbuilt.insert(Grammars::new(self.model)?),
+        };
+        let matcher = grammars.matcher(constraint)?;
+        Ok(Picker::constrained(sampling, self.n_vocab, matcher))
     }
 
     fn decode(&mut self, batch: &[Fed]) -> Result<(), BackendError> {
@@ -97,9 +115,14 @@ impl Backend for ContextBackend<'_> {
         self.clear_seq(slot);
     }
 
-    fn sample(&mut self, picker: &mut Picker, batch_index: usize, _sequence: &[u32]) -> u32 {
+    fn sample(
+        &mut self,
+        picker: &mut Picker,
+        batch_index: usize,
+        _sequence: &[u32],
+    ) -> Result<u32, BackendError> {
         let batch_index = i32::try_from(batch_index).unwrap_or(i32::MAX);
-        picker.pick(&self.ctx, batch_index).0 as u32
+        Ok(picker.pick(&self.ctx, batch_index)?.0 as u32)
     }
 
     fn is_end_of_generation(&self, token: u32) -> bool {

@@ -1,9 +1,14 @@
-//! Builds a llama.cpp sampler chain from the request's [`Sampling`].
+//! Builds a llama.cpp sampler chain from the request's [`Sampling`], and
+//! holds it to the request's output constraint.
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
+use llguidance::Matcher;
 use superfluid_proto::Sampling;
+
+use crate::schedule::BackendError;
 
 /// Picks each next token of one generation.
 pub enum Picker {
@@ -12,6 +17,16 @@ pub enum Picker {
     Argmax,
     /// A llama.cpp sampler chain; it accepts each token it samples.
     Chain(LlamaSampler),
+    /// A chain that picks only among the tokens `matcher` allows. The
+    /// matcher stays on the Rust side, rather than inside the chain as a
+    /// llama.cpp sampler, so that a grammar failing mid-generation fails
+    /// the generation instead of silently sampling unconstrained.
+    Constrained {
+        /// Where the output stands in the grammar.
+        matcher: Box<Matcher>,
+        /// The request's sampling.
+        chain: LlamaSampler,
+    },
 }
 
 impl Picker {
@@ -30,10 +45,26 @@ impl Picker {
         }
     }
 
+    /// [`Picker::new`]'s sampling, held to `matcher`.
+    pub fn constrained(sampling: &Sampling, n_vocab: i32, matcher: Matcher) -> Self {
+        Picker::Constrained {
+            matcher: Box::new(matcher),
+            chain: build(sampling, n_vocab),
+        }
+    }
+
     /// The next token from the logits at `batch_index` of the last decode,
     /// which must have been requested for that index.
-    pub fn pick(&mut self, ctx: &LlamaContext<'_>, batch_index: i32) -> LlamaToken {
-        match self {
+    ///
+    /// # Errors
+    /// [`BackendError::Constraint`] when the constraint cannot say which
+    /// tokens may follow, or none of them can be picked.
+    pub fn pick(
+        &mut self,
+        ctx: &LlamaContext<'_>,
+        batch_index: i32,
+    ) -> Result<LlamaToken, BackendError> {
+        Ok(match self {
             Picker::Argmax => {
                 let logits = ctx.get_logits_ith(batch_index);
                 let mut best = 0;
@@ -45,8 +76,50 @@ impl Picker {
                 LlamaToken(i32::try_from(best).unwrap_or(0))
             }
             Picker::Chain(sampler) => sampler.sample(ctx, batch_index),
-        }
+            Picker::Constrained { matcher, chain } => {
+                pick_allowed(matcher, chain, ctx, batch_index)?
+            }
+        })
     }
+}
+
+/// Samples with `chain` among the tokens `matcher` allows next (once the
+/// grammar is complete, only the end of generation), and moves the
+/// matcher past the token picked.
+fn pick_allowed(
+    matcher: &mut Matcher,
+    chain: &mut LlamaSampler,
+    ctx: &LlamaContext<'_>,
+    batch_index: i32,
+) -> Result<LlamaToken, BackendError> {
+    let failed = |reason: String| BackendError::Constraint {
+        source: reason.into(),
+    };
+    let mask = matcher
+        .compute_mask_or_eos()
+        .map_err(|e| BackendError::Constraint { source: e.into() })?;
+    let mut candidates = LlamaTokenDataArray::from_iter(ctx.candidates_ith(batch_index), false);
+    candidates
+        .data
+        .retain(|c| u32::try_from(c.id().0).is_ok_and(|id| mask.is_allowed(id)));
+    if candidates.data.is_empty() {
+        return Err(failed(
+            "the grammar allows no token of this model's vocabulary here".into(),
+        ));
+    }
+    candidates.apply_sampler(chain);
+    let token = candidates
+        .selected_token()
+        .ok_or_else(|| failed("the sampler picked no token".into()))?;
+    chain.accept(token);
+    if !matcher.is_stopped() {
+        let id =
+            u32::try_from(token.0).map_err(|_| failed(format!("token {} is negative", token.0)))?;
+        matcher
+            .consume_token(id)
+            .map_err(|e| BackendError::Constraint { source: e.into() })?;
+    }
+    Ok(token)
 }
 
 /// The chain for one generation: penalties, top-k, top-p, min-p and

@@ -13,6 +13,7 @@ use superfluid_proto::{
 use super::{LlamaConfig, LlamaEngine};
 
 mod ledger;
+mod structured;
 mod throughput;
 use crate::engine::{Engine, EngineError, Generation};
 
@@ -74,6 +75,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32, sampling: Sampling) -> GenerateReq
         sampling,
         max_tokens,
         slot: None,
+        constraint: None,
     }
 }
 

@@ -55,6 +55,17 @@ impl<B: Backend> Scheduler<B> {
             let Some(job) = self.reject_invalid(backend, job) else {
                 continue;
             };
+            let request = &job.request;
+            let sampler = match backend.sampler(&request.sampling, request.constraint.as_ref()) {
+                Ok(sampler) => sampler,
+                Err(e) => {
+                    let _ = job.events.send(GenerateEvent::Failed {
+                        kind: FailureKind::InvalidConstraint,
+                        message: e.to_string(),
+                    });
+                    continue;
+                }
+            };
             let all = &self.slots;
             let candidates = all
                 .iter()
@@ -80,7 +91,6 @@ impl<B: Backend> Scheduler<B> {
                 None => self.keep_prefix(backend, choice.index, choice.reuse),
             };
             backend.resident(choice.index, prompt);
-            let sampler = backend.sampler(&job.request.sampling);
             let slot = &mut self.slots[choice.index];
             slot.tokens.clear();
             slot.tokens.extend_from_slice(&job.request.prompt);

@@ -92,9 +92,23 @@ impl<B: Backend> Scheduler<B> {
         self.picked.clear();
         for &(index, batch_index) in &self.to_sample {
             let slot = &mut self.slots[index];
-            if let Some(running) = slot.running.as_mut() {
-                let token = backend.sample(&mut running.sampler, batch_index, &slot.tokens);
-                self.picked.push((index, token));
+            let Some(running) = slot.running.as_mut() else {
+                continue;
+            };
+            match backend.sample(&mut running.sampler, batch_index, &slot.tokens) {
+                Ok(token) => self.picked.push((index, token)),
+                Err(e) => {
+                    // Only this generation's sampler failed: its sequence is
+                    // as sound as a finished one's and stays cached.
+                    if let Some(failed) = slot.running.take() {
+                        let _ = failed.events.send(GenerateEvent::Failed {
+                            kind: FailureKind::InvalidConstraint,
+                            message: e.to_string(),
+                        });
+                    }
+                    slot.tokens.truncate(slot.n_past);
+                    backend.resident(index, &slot.tokens);
+                }
             }
         }
         for i in 0..self.picked.len() {

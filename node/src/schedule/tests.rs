@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use superfluid_proto::{
-    FailureKind, FinishReason, GenerateEvent, GenerateRequest, Outcome, Sampling,
+    Constraint, FailureKind, FinishReason, GenerateEvent, GenerateRequest, Outcome, Sampling,
 };
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
@@ -42,7 +42,18 @@ const END: u32 = 999;
 impl Backend for Recorder {
     type Sampler = ();
 
-    fn sampler(&mut self, _sampling: &Sampling) {}
+    fn sampler(
+        &mut self,
+        _sampling: &Sampling,
+        constraint: Option<&Constraint>,
+    ) -> Result<(), BackendError> {
+        match constraint {
+            Some(_) => Err(BackendError::Constraint {
+                source: "no grammar here".into(),
+            }),
+            None => Ok(()),
+        }
+    }
 
     fn decode(&mut self, batch: &[Fed]) -> Result<(), BackendError> {
         self.batches.push(batch.to_vec());
@@ -69,12 +80,17 @@ impl Backend for Recorder {
         self.ops.push(Op::Clear { slot });
     }
 
-    fn sample(&mut self, _: &mut (), _batch_index: usize, sequence: &[u32]) -> u32 {
-        if sequence.len() >= self.end_at {
+    fn sample(
+        &mut self,
+        _: &mut (),
+        _batch_index: usize,
+        sequence: &[u32],
+    ) -> Result<u32, BackendError> {
+        Ok(if sequence.len() >= self.end_at {
             END
         } else {
             500 + sequence.len() as u32
-        }
+        })
     }
 
     fn is_end_of_generation(&self, token: u32) -> bool {
@@ -108,6 +124,7 @@ fn job(
         sampling: Sampling::default(),
         max_tokens,
         slot,
+        constraint: None,
     };
     (Job { request, events }, rx)
 }

@@ -13,6 +13,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32, temperature: f32, seed: u32) -> Ge
         },
         max_tokens,
         slot: None,
+        constraint: None,
     }
 }
 

@@ -1,0 +1,107 @@
+//! `response_format`: structured output.
+//!
+//! `json_object` and `json_schema` become a [`Constraint`] that the node
+//! enforces while sampling. The head compiles every schema here first, with
+//! the same compiler the nodes use (llguidance) over a byte-level
+//! vocabulary, so a schema it cannot compile is a 400 naming what is wrong
+//! before any node is asked; the node compiles it again against the
+//! model's own vocabulary.
+
+use std::sync::OnceLock;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::{Matcher, ParserFactory};
+use serde_json::{json, Value};
+use superfluid_proto::Constraint;
+
+use super::ApiError;
+
+/// The parameter named when the schema itself is at fault.
+const SCHEMA_PARAM: &str = "response_format.json_schema.schema";
+
+/// The constraint `response_format` asks for: `None` for text.
+///
+/// # Errors
+/// [`ApiError::InvalidParam`] naming `response_format` (or the part of it at
+/// fault) when it is not one of the accepted shapes or its schema does not
+/// compile.
+pub fn constraint(response_format: Option<&Value>) -> Result<Option<Constraint>, ApiError> {
+    let format = match response_format {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(format)) => format,
+        Some(_) => return Err(bad_shape()),
+    };
+    let schema = match format.get("type").and_then(Value::as_str) {
+        Some("text") => return Ok(None),
+        Some("json_object") => json!({"type": "object"}),
+        Some("json_schema") => json_schema(format.get("json_schema"))?,
+        _ => return Err(bad_shape()),
+    };
+    compile(&schema)?;
+    Ok(Some(Constraint::JsonSchema(schema.to_string())))
+}
+
+/// The schema of a `json_schema` format; without one, any JSON object.
+fn json_schema(spec: Option<&Value>) -> Result<Value, ApiError> {
+    let Some(Value::Object(spec)) = spec else {
+        return Err(ApiError::param(
+            "response_format.json_schema",
+            "`response_format.json_schema` must be an object: {\"name\": ..., \"schema\": {...}}",
+        ));
+    };
+    match spec.get("schema") {
+        None | Some(Value::Null) => Ok(json!({"type": "object"})),
+        Some(schema @ (Value::Object(_) | Value::Bool(_))) => Ok(schema.clone()),
+        Some(_) => Err(ApiError::param(
+            SCHEMA_PARAM,
+            "`response_format.json_schema.schema` must be a JSON Schema object",
+        )),
+    }
+}
+
+fn bad_shape() -> ApiError {
+    ApiError::param(
+        "response_format",
+        "`response_format` must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}",
+    )
+}
+
+/// Compiles `schema` and computes its first step, as a node would.
+fn compile(schema: &Value) -> Result<(), ApiError> {
+    let refused = |reason: String| {
+        ApiError::param(
+            SCHEMA_PARAM,
+            format!("the JSON schema cannot be enforced: {reason}; remove or simplify that part of the schema"),
+        )
+    };
+    let factory = factory().map_err(|reason| refused(reason.clone()))?;
+    let grammar = TopLevelGrammar::from_json_schema(schema.clone());
+    // llguidance reports what it cannot compile as errors; a panic would be
+    // a bug in it, and is answered as a refusal rather than a dropped
+    // connection.
+    let parser = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        factory.create_parser(grammar)
+    }))
+    .map_err(|_| refused("the schema compiler failed on it".into()))?
+    .map_err(|e| refused(e.to_string()))?;
+    let mut matcher = Matcher::new(Ok(parser));
+    matcher.compute_mask().map_err(|e| refused(e.to_string()))?;
+    Ok(())
+}
+
+/// One compiler for every request, over a vocabulary of single bytes: what
+/// compiles over it compiles over any model's vocabulary, up to limits.
+fn factory() -> Result<&'static ParserFactory, &'static String> {
+    static FACTORY: OnceLock<Result<ParserFactory, String>> = OnceLock::new();
+    FACTORY
+        .get_or_init(|| {
+            let env = toktrie::ApproximateTokEnv::single_byte_env();
+            let mut factory = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
+            factory.quiet();
+            Ok(factory)
+        })
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests;

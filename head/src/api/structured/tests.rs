@@ -1,0 +1,104 @@
+use serde_json::{json, Value};
+use superfluid_proto::Constraint;
+
+use super::constraint;
+use crate::api::ApiError;
+
+/// The parameter and message of a refusal.
+fn refused(format: Value) -> (String, String) {
+    match constraint(Some(&format)) {
+        Err(ApiError::InvalidParam { param, message }) => (param, message),
+        other => panic!("{format} gave {other:?}"),
+    }
+}
+
+fn schema_of(format: Value) -> Value {
+    match constraint(Some(&format)) {
+        Ok(Some(Constraint::JsonSchema(text))) => {
+            serde_json::from_str(&text).expect("the constraint carries JSON")
+        }
+        other => panic!("{format} gave {other:?}"),
+    }
+}
+
+#[test]
+fn text_and_absent_formats_ask_for_no_constraint() {
+    assert!(matches!(constraint(None), Ok(None)));
+    assert!(matches!(constraint(Some(&Value::Null)), Ok(None)));
+    assert!(matches!(
+        constraint(Some(&json!({"type": "text"}))),
+        Ok(None)
+    ));
+}
+
+#[test]
+fn json_object_asks_for_any_object() {
+    assert_eq!(
+        schema_of(json!({"type": "json_object"})),
+        json!({"type": "object"})
+    );
+}
+
+#[test]
+fn json_schema_sends_the_schema_given() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "age": {"type": "integer"},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
+        },
+        "required": ["name", "age", "tags"],
+        "additionalProperties": false,
+    });
+    let format = json!({"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": true}});
+    assert_eq!(schema_of(format), schema);
+}
+
+#[test]
+fn a_malformed_response_format_names_the_field() {
+    for format in [
+        json!("json"),
+        json!({"type": "yaml"}),
+        json!({}),
+        json!({"type": "json_schema"}),
+        json!({"type": "json_schema", "json_schema": {"name": "x", "schema": "object"}}),
+    ] {
+        let (param, message) = refused(format.clone());
+        assert!(param.starts_with("response_format"), "{format}: {param}");
+        assert!(message.contains("response_format"), "{format}: {message}");
+    }
+}
+
+#[test]
+fn a_schema_that_cannot_compile_is_refused_naming_the_part() {
+    let bad_pattern = json!({"type": "object", "properties": {"id": {"type": "string", "pattern": "a(b"}}, "required": ["id"]});
+    let unknown_type = json!({"type": "object", "properties": {"x": {"type": "frobnicate"}}});
+    let dangling_ref = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}});
+    for schema in [bad_pattern, unknown_type, dangling_ref] {
+        let format = json!({"type": "json_schema", "json_schema": {"name": "s", "schema": schema}});
+        let (param, message) = refused(format);
+        assert_eq!(param, "response_format.json_schema.schema");
+        assert!(message.contains("cannot be enforced"), "{message}");
+    }
+}
+
+#[test]
+fn hostile_schemas_are_refused_or_compiled_without_harm() {
+    // A request body nests at most 128 levels (serde_json's limit), and
+    // each level here is two.
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..60 {
+        deep = json!({"type": "object", "properties": {"a": deep}, "required": ["a"]});
+    }
+    let huge_enum: Vec<String> = (0..50_000).map(|i| format!("value-{i}")).collect();
+    let unsatisfiable = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 5, "maximum": 1}}, "required": ["n"]});
+    for schema in [deep, json!({"enum": huge_enum}), unsatisfiable] {
+        let format = json!({"type": "json_schema", "json_schema": {"name": "s", "schema": schema}});
+        // Either answer is fine; what matters is that there is one.
+        match constraint(Some(&format)) {
+            Ok(Some(_)) | Err(ApiError::InvalidParam { .. }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
