@@ -51,7 +51,7 @@ fn schema_violation(value: &Value) -> Option<String> {
     let check = |object: &Map<String, Value>| -> Result<(), String> {
         let _ = object;
         let title = field("title")?;
-        if !title.as_str().is_some_and(|t| t.chars().count() <= 40) {
+        if title.as_str().is_none_or(|t| t.chars().count() > 40) {
             return Err(format!(
                 "title {title} is not a string of at most 40 characters"
             ));
