@@ -35,11 +35,7 @@ pub async fn chat(
     let span = request_span("chat", &id);
     let inner = span.clone();
     let work = async move {
-        let codec = find_model(&state, &req)?;
-        if let Some(Extension(counted)) = &counted {
-            counted.set(codec.id());
-        }
-        auth::check_model(caller.as_ref(), codec.id())?;
+        let codec = admit_model(&state, &req, caller.as_ref(), counted.as_ref())?;
         let messages = req.chat_messages()?;
         let params = req.params()?;
         let text = codec.render_chat(&messages)?;
@@ -73,11 +69,7 @@ pub async fn completions(
     let span = request_span("completions", &id);
     let inner = span.clone();
     let work = async move {
-        let codec = find_model(&state, &req)?;
-        if let Some(Extension(counted)) = &counted {
-            counted.set(codec.id());
-        }
-        auth::check_model(caller.as_ref(), codec.id())?;
+        let codec = admit_model(&state, &req, caller.as_ref(), counted.as_ref())?;
         let text = req.prompt_text()?;
         let params = req.params()?;
         let prompt = tokenize(&codec, text.to_owned()).await?;
@@ -238,6 +230,22 @@ async fn tokenize(codec: &Arc<ModelCodec>, text: String) -> Result<Vec<TokenId>,
 
 /// The codec of the requested model: 400 if none is named, 404 if it is
 /// not served.
+/// The request's model, once the caller's key may use it; the request's
+/// metrics are labelled with it from here on.
+fn admit_model(
+    state: &AppState,
+    req: &CompletionRequest,
+    caller: Option<&Extension<Caller>>,
+    counted: Option<&Extension<RequestModel>>,
+) -> Result<Arc<ModelCodec>, ApiError> {
+    let codec = find_model(state, req)?;
+    if let Some(Extension(counted)) = counted {
+        counted.set(codec.id());
+    }
+    auth::check_model(caller, codec.id())?;
+    Ok(codec)
+}
+
 fn find_model(state: &AppState, req: &CompletionRequest) -> Result<Arc<ModelCodec>, ApiError> {
     let id = req.model_id()?;
     Span::current().record("model", id);
