@@ -27,8 +27,9 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use superfluid_link::sync::lock;
 
 use db::Db;
 
@@ -317,17 +318,11 @@ impl Keys {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<KeyHash, Arc<ApiKey>>> {
-        self.inner
-            .by_hash
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
+        superfluid_link::sync::read(&self.inner.by_hash)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<KeyHash, Arc<ApiKey>>> {
-        self.inner
-            .by_hash
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
+        superfluid_link::sync::write(&self.inner.by_hash)
     }
 }
 
@@ -380,10 +375,6 @@ fn check_name(name: &str) -> Result<(), KeysError> {
             name: name.to_owned(),
         })
     }
-}
-
-fn lock(db: &Mutex<Db>) -> std::sync::MutexGuard<'_, Db> {
-    db.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Seconds since the Unix epoch.

@@ -23,6 +23,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 use store::{EnrolledRecord, NonceRecord, RevokedRecord, State};
+use superfluid_link::sync::lock;
 use superfluid_link::{
     token::{self, TokenError},
     Fingerprint, Identity, IdentityError,
@@ -323,10 +324,7 @@ impl Membership {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // State is replaced whole after a successful write, so it is never half-updated.
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.inner.state)
     }
 }
 

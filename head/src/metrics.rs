@@ -13,6 +13,7 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
+use superfluid_link::sync::lock;
 
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
@@ -282,7 +283,7 @@ impl Metrics {
 
     /// Counts a node named `name` joining; a name seen before is a reconnect.
     pub fn record_join(&self, name: &str) {
-        let mut joined = self.joined.lock().unwrap_or_else(|p| p.into_inner());
+        let mut joined = lock(&self.joined);
         let counter = self.reconnects.with_label_values(&[name]);
         if !joined.insert(name.to_owned()) {
             counter.inc();

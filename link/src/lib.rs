@@ -14,6 +14,7 @@
 //! - [`private_file`]: atomic writes of files only this user may read.
 //! - [`stream`]: one frame at a time on quinn streams ([`write_frame`],
 //!   [`read_frame`]).
+//! - [`sync`]: [`sync::lock`], the one poison-tolerant mutex lock.
 #![forbid(unsafe_code)]
 
 pub mod control;
@@ -25,6 +26,7 @@ pub mod hash_cache;
 pub mod identity;
 pub mod private_file;
 pub mod stream;
+pub mod sync;
 pub mod tls;
 pub mod token;
 

@@ -15,7 +15,8 @@ mod sim;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+use superfluid_link::sync::lock;
 
 use superfluid_proto::{GenerateRequest, ModelDescription};
 use tokio::sync::mpsc;
@@ -102,10 +103,7 @@ impl FakeEngine {
     /// request's whole prompt, or an idle slot's cached tokens. Benchmarks
     /// use it as an oracle that knows every cache.
     pub fn resident(&self) -> Vec<Vec<u32>> {
-        self.resident
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.resident).clone()
     }
 }
 

@@ -13,7 +13,8 @@
 mod tests;
 
 use std::ops::Range;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
+use superfluid_link::sync::lock;
 
 use superfluid_proto::blocks::{chain_block, model_seed, BlockHash, BLOCK_TOKENS};
 use superfluid_proto::{KvEvent, KvUpdate, LoadReport, TokenId};
@@ -161,7 +162,7 @@ impl Ledger {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 
     /// Wakes the agent if `state` has changes for it.

@@ -25,7 +25,8 @@ use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
+use superfluid_link::sync::lock;
 
 use sha2::{Digest as _, Sha256};
 use superfluid_proto::ModelOffer;
@@ -113,7 +114,7 @@ struct FetchGuard(String);
 
 impl FetchGuard {
     fn take(offer: &ModelOffer) -> Result<FetchGuard, CacheError> {
-        let mut fetching = FETCHING.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut fetching = lock(&FETCHING);
         if !fetching
             .get_or_insert_with(HashSet::new)
             .insert(offer.sha256.clone())
@@ -128,7 +129,7 @@ impl FetchGuard {
 
 impl Drop for FetchGuard {
     fn drop(&mut self) {
-        let mut fetching = FETCHING.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut fetching = lock(&FETCHING);
         if let Some(set) = fetching.as_mut() {
             set.remove(&self.0);
         }

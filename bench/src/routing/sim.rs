@@ -3,8 +3,9 @@
 //! forwarded from each node's ledger, a ticket per generation), without
 //! QUIC or HTTP.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use superfluid_link::sync::lock;
 
 use anyhow::{anyhow, bail, Result};
 use superfluid_head::routing::{NodeKey, RoutePolicy, Router};
@@ -119,13 +120,6 @@ impl Drop for Fleet {
 /// Now on tokio's clock, as the router is given it.
 fn now() -> Instant {
     tokio::time::Instant::now().into_std()
-}
-
-/// Locks the router or the oracle. A generation task that panicked while
-/// holding one leaves it consistent (each update is whole), so the others
-/// go on with it and the run reports that task as failed.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Forwards one node's cache changes (unless the oracle owns the index)

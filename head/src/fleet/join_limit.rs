@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use superfluid_link::sync::lock;
 
 /// Join attempts one address may make in a row.
 pub const BURST: u32 = 10;
@@ -55,10 +56,7 @@ impl JoinLimit {
     /// Counts one join attempt from `addr` at `now`, or says why it is refused.
     pub fn attempt(&self, addr: IpAddr, now: Instant) -> Result<(), JoinLimited> {
         let addr = bucket(addr);
-        let mut table = self
-            .regained_at
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut table = lock(&self.regained_at);
         if table.len() >= MAX_TRACKED && !table.contains_key(&addr) {
             table.retain(|_, regained| *regained > now);
             if table.len() >= MAX_TRACKED {

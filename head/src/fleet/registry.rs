@@ -8,6 +8,7 @@ use std::{
     },
     time::{Duration, SystemTime},
 };
+use superfluid_link::sync::lock;
 use superfluid_link::Fingerprint;
 use superfluid_proto::ModelDescription;
 
@@ -232,9 +233,7 @@ pub(crate) struct Registry {
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, Vec<Arc<NodeEntry>>> {
         // A panic while holding the lock leaves the list itself consistent.
-        self.nodes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.nodes)
     }
 
     /// A fresh key and node id for a connection.

@@ -3,6 +3,7 @@
 
 use crate::routing::Router;
 use std::sync::{Arc, Mutex, MutexGuard};
+use superfluid_link::sync::lock;
 
 /// The router behind a mutex. Cheap to clone; clones share one router.
 /// [`SharedRouter::lock`] is the only way in, so every caller takes the
@@ -22,8 +23,6 @@ impl SharedRouter {
     /// Locks the router; a panic elsewhere while it was held leaves it
     /// usable (each of its updates leaves it consistent).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Router> {
-        self.router
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.router)
     }
 }

@@ -6,7 +6,8 @@
 //! sha256 of one of the head's models (see [`ModelStore`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+use superfluid_link::sync::lock;
 
 use superfluid_link::{
     quinn::{self, RecvStream, SendStream},
@@ -146,7 +147,7 @@ impl FetchBoard {
     /// Records a node's latest progress report; a finished download is
     /// taken off the board.
     pub(crate) fn report(&self, node_id: &str, progress: FetchProgress) {
-        let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut nodes = lock(&self.nodes);
         if progress.done >= progress.total {
             nodes.remove(node_id);
         } else {
@@ -156,19 +157,12 @@ impl FetchBoard {
 
     /// Forgets a node that left.
     pub(crate) fn forget(&self, node_id: &str) {
-        self.nodes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(node_id);
+        lock(&self.nodes).remove(node_id);
     }
 
     /// The download in progress on a node, if any.
     pub(crate) fn progress(&self, node_id: &str) -> Option<FetchProgress> {
-        self.nodes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(node_id)
-            .cloned()
+        lock(&self.nodes).get(node_id).cloned()
     }
 }
 

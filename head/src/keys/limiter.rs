@@ -13,8 +13,9 @@
 //! Levels are kept in millionths of a request or token, so that a minute
 //! splits into exact steps and a driven clock gives exact answers.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
+use superfluid_link::sync::lock;
 
 use tokio::time::Instant;
 
@@ -225,7 +226,7 @@ impl Limiter {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Buckets> {
-        self.buckets.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.buckets)
     }
 }
 

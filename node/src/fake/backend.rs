@@ -1,7 +1,8 @@
 //! The fake engine's [`Backend`]: sequences that cost nothing to keep, and
 //! tokens that are a pure function of the sequence so far.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+use superfluid_link::sync::lock;
 
 use superfluid_proto::{Constraint, Sampling};
 
@@ -71,7 +72,7 @@ impl Backend for FakeBackend {
     }
 
     fn resident(&mut self, slot: usize, tokens: &[u32]) {
-        let mut resident = self.resident.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut resident = lock(&self.resident);
         if let Some(cached) = resident.get_mut(slot) {
             cached.clear();
             cached.extend_from_slice(tokens);
