@@ -14,6 +14,10 @@
 //! - [`metrics_page`]: the Prometheus page of the fleet's counters and nodes.
 //! - [`metrics_key`]: the optional key in front of that page.
 //! - [`request_metrics`]: the layer that counts every response.
+//! - [`request_log`]: each request's span and its last log line.
+//! - [`recent`]: the last requests answered, kept for [`fleet_view`].
+//! - [`fleet_view`]: `GET /v1/fleet`, nodes, load and recent requests.
+//! - [`status_page`]: `GET /`, the status page for browsers.
 
 pub mod admin;
 pub mod admin_keys;
@@ -21,14 +25,18 @@ pub mod auth;
 pub mod browser;
 pub mod error;
 pub mod extract;
+pub mod fleet_view;
 pub mod generate;
 pub mod handlers;
 pub mod limits;
 pub mod metrics_key;
 pub mod metrics_page;
 pub mod output;
+pub mod recent;
+pub mod request_log;
 pub mod request_metrics;
 pub mod respond;
+pub mod status_page;
 pub mod structured;
 pub mod types;
 pub mod unsupported;
@@ -88,15 +96,23 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
             metrics_key,
             metrics_key::require,
         ));
+    let recent_requests = Arc::new(recent::Recent::default());
     Router::new()
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/models", get(handlers::models))
+        .route("/v1/fleet", get(fleet_view::fleet))
         // Only the routes above pass the key check.
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
+        .route("/", get(status_page::root))
         .route("/health", get(handlers::health))
         .route("/metrics", metrics)
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            recent_requests.clone(),
+            recent::record,
+        ))
+        .layer(Extension(recent_requests))
         .with_state(state)
 }

@@ -3,6 +3,7 @@
 //! text with stop strings applied.
 
 use super::output::{FinishReason, Step};
+use super::recent::{self, RequestNote};
 use super::types::Params;
 use super::{ApiError, AppState};
 use crate::codec::{Detokenizer, ModelCodec, StopMatcher};
@@ -88,6 +89,8 @@ pub struct Generation {
     param: &'static str,
     /// The node serving it.
     pub node: String,
+    /// Its request's entry among the recent requests.
+    note: Option<RequestNote>,
 }
 
 /// Told a generation's final token counts.
@@ -147,6 +150,10 @@ impl Generation {
         generation.timing = timing;
         generation.retry = Some(retry);
         generation.param = param;
+        generation.note = recent::current();
+        if let Some(note) = &generation.note {
+            note.dispatched(generation.codec.id(), &generation.node);
+        }
         Ok(generation)
     }
 
@@ -178,6 +185,7 @@ impl Generation {
             on_end: None,
             param: "prompt",
             node,
+            note: None,
         }
     }
 
@@ -307,12 +315,20 @@ impl Generation {
             self.seen_first_token = true;
             let ttft = self.started.elapsed().as_secs_f64() * 1000.0;
             self.span.record("ttft_ms", ttft);
+            if let Some(note) = &self.note {
+                note.first_token(ttft);
+            }
         }
     }
 
     fn log_end(&mut self) {
         self.timing.end();
         let usage = self.usage;
+        let outcome = match self.finish {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        };
+        self.span.record("outcome", outcome);
         self.span.in_scope(|| {
             tracing::info!(
                 finish = ?self.finish,
@@ -328,6 +344,9 @@ impl Drop for Generation {
     fn drop(&mut self) {
         // A client that went away ends the generation here.
         self.timing.end();
+        if let Some(note) = &self.note {
+            note.ended(self.usage, &self.node);
+        }
         if let Some(hook) = self.on_end.take() {
             hook(self.usage);
         }

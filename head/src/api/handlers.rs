@@ -4,6 +4,7 @@
 use super::auth::{self, Caller};
 use super::extract::ApiJson;
 use super::generate::Generation;
+use super::request_log;
 use super::request_metrics::RequestModel;
 use super::respond::{self, Envelope, Flavor};
 use super::types::CompletionRequest;
@@ -21,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use superfluid_proto::TokenId;
-use tracing::{field, Instrument, Span};
+use tracing::Span;
 
 /// `POST /v1/chat/completions`.
 pub async fn chat(
@@ -54,7 +55,7 @@ pub async fn chat(
         let envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
         run(generation, envelope, params.stream, params.include_usage).await
     };
-    work.instrument(span).await
+    request_log::logged(span, work).await
 }
 
 /// `POST /v1/completions`.
@@ -87,7 +88,7 @@ pub async fn completions(
         let envelope = Envelope::new(Flavor::Text, codec.id(), &id);
         run(generation, envelope, params.stream, params.include_usage).await
     };
-    work.instrument(span).await
+    request_log::logged(span, work).await
 }
 
 /// `GET /v1/models`.
@@ -242,6 +243,9 @@ fn admit_model(
     if let Some(Extension(counted)) = counted {
         counted.set(codec.id());
     }
+    if let Some(Extension(Caller(key))) = caller {
+        Span::current().record("key", key.record.name.as_str());
+    }
     auth::check_model(caller, codec.id())?;
     Ok(codec)
 }
@@ -261,16 +265,7 @@ fn find_model(state: &AppState, req: &CompletionRequest) -> Result<Arc<ModelCode
 
 /// The span every request's logs go to, with a fresh request id.
 fn request_span(endpoint: &'static str, id: &str) -> Span {
-    tracing::info_span!(
-        "request",
-        id = %id,
-        endpoint,
-        model = field::Empty,
-        node = field::Empty,
-        prompt_tokens = field::Empty,
-        cached_tokens = field::Empty,
-        ttft_ms = field::Empty,
-    )
+    request_log::span(endpoint, id)
 }
 
 /// A request id unique within this process and unlikely to repeat across

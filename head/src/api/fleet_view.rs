@@ -1,0 +1,121 @@
+//! `GET /v1/fleet`: the fleet at a glance, for the status page and
+//! `superfluid top`. Each node's state, models, load and speed, and the
+//! last requests the head answered. It holds no secrets: no keys, no key
+//! names, no addresses, no prompts.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::extract::State;
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use superfluid_proto::BLOCK_TOKENS;
+
+use super::recent::{Recent, RecentRequest};
+use super::AppState;
+use crate::fleet::{NodeSnapshot, NodeState};
+
+/// The answer of `GET /v1/fleet`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FleetView {
+    /// The head's version.
+    pub version: String,
+    /// The routing policy, as `--route` names it.
+    pub policy: String,
+    /// The models the head serves.
+    pub models: Vec<String>,
+    /// The connected nodes, in the order they joined, then the enrolled
+    /// ones that are down.
+    pub nodes: Vec<NodeView>,
+    /// The last requests answered, newest first.
+    pub recent: Vec<RecentRequest>,
+}
+
+/// One node's state, load and speed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeView {
+    /// The id the head gave its connection (empty while it is down).
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// `up`, `draining` or `down`.
+    pub state: String,
+    /// The models it serves.
+    pub models: Vec<String>,
+    /// Slots running a sequence, as it last reported.
+    pub slots_busy: u32,
+    /// Sequences it runs at once.
+    pub slots: u32,
+    /// Generations the head sent it that have not ended.
+    pub in_flight: u32,
+    /// Sequences waiting on it for a slot.
+    pub queued: u32,
+    /// Prompt tokens it still has to compute.
+    pub queued_prompt_tokens: u64,
+    /// KV cache cells (tokens) holding prompt blocks the head knows of.
+    pub kv_cells_used: u64,
+    /// KV cache cells it holds: its slots times their context.
+    pub kv_cells: u64,
+    /// Measured prompt tokens per second; `None` until measured.
+    pub prefill_tokens_per_sec: Option<f64>,
+    /// Measured tokens per second of one generation; `None` until measured.
+    pub decode_tokens_per_sec: Option<f64>,
+    /// Generations it finished since it connected.
+    pub served: u64,
+    /// Seconds since it connected (0 while it is down).
+    pub connected_secs: u64,
+}
+
+impl NodeView {
+    /// What the view shows of `node`.
+    pub fn new(node: &NodeSnapshot) -> NodeView {
+        let kv_cells: u64 = node
+            .models
+            .iter()
+            .map(|m| u64::from(m.slots) * u64::from(m.ctx))
+            .sum();
+        let cached = u64::try_from(node.load.cached_blocks * BLOCK_TOKENS).unwrap_or(u64::MAX);
+        let connected_secs = match node.state {
+            NodeState::Down => 0,
+            _ => SystemTime::now()
+                .duration_since(node.connected_since)
+                .map_or(0, |d| d.as_secs()),
+        };
+        NodeView {
+            id: node.node_id.clone(),
+            name: node.name.clone(),
+            state: node.state.as_str().to_owned(),
+            models: node.models.iter().map(|m| m.id.clone()).collect(),
+            slots_busy: node.load.busy_slots,
+            slots: node.slots,
+            in_flight: node.in_flight,
+            queued: node.load.queued,
+            queued_prompt_tokens: node.load.queued_prompt_tokens,
+            kv_cells_used: cached.min(kv_cells),
+            kv_cells,
+            prefill_tokens_per_sec: node.load.prefill_tokens_per_sec,
+            decode_tokens_per_sec: node.load.decode_tokens_per_sec,
+            served: node.served,
+            connected_secs,
+        }
+    }
+}
+
+/// `GET /v1/fleet`.
+pub async fn fleet(
+    State(state): State<AppState>,
+    recent: Option<Extension<Arc<Recent>>>,
+) -> Json<FleetView> {
+    // With a membership, enrolled nodes that are not connected show as down.
+    let nodes = match state.fleet.membership() {
+        Some(_) => state.fleet.roster(),
+        None => state.fleet.nodes(),
+    };
+    Json(FleetView {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        policy: state.fleet.policy().as_str().to_owned(),
+        models: state.catalog.ids(),
+        nodes: nodes.iter().map(NodeView::new).collect(),
+        recent: recent.map(|Extension(r)| r.list()).unwrap_or_default(),
+    })
+}
