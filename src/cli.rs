@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::logging::{LogFlags, LogFormat};
 use superfluid_head::api::browser::{BrowserError, BrowserPolicy};
 use superfluid_head::keys::Keys;
 use superfluid_head::routing::RoutePolicy;
@@ -35,6 +37,9 @@ pub enum Command {
     /// Manage the API keys clients use: create, list, revoke.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Watch the fleet in the terminal: nodes, load, speeds and recent
+    /// requests, refreshed every second; `q` quits.
+    Top(TopFlags),
 }
 
 impl Command {
@@ -44,7 +49,18 @@ impl Command {
             Command::Serve(flags) => Some(&flags.engine),
             Command::Node(flags) => Some(&flags.engine),
             Command::Fleet(FleetCommand::Join { engine, .. }) => Some(engine),
-            Command::Head(_) | Command::Fleet(_) | Command::Keys(_) => None,
+            Command::Head(_) | Command::Fleet(_) | Command::Keys(_) | Command::Top(_) => None,
+        }
+    }
+
+    /// The shape of log lines: `--log-format` on `serve`, `head` and
+    /// `node`, text for the other commands.
+    pub fn log_format(&self) -> LogFormat {
+        match self {
+            Command::Serve(flags) => flags.logs.log_format,
+            Command::Head(flags) => flags.logs.log_format,
+            Command::Node(flags) => flags.logs.log_format,
+            _ => LogFormat::Text,
         }
     }
 }
@@ -123,6 +139,8 @@ impl BrowserFlags {
 
 #[derive(Debug, Args)]
 pub struct ServeFlags {
+    #[command(flatten)]
+    pub logs: LogFlags,
     /// Where the HTTP API listens.
     #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
     pub http: SocketAddr,
@@ -142,6 +160,8 @@ pub struct ServeFlags {
 
 #[derive(Debug, Args)]
 pub struct HeadFlags {
+    #[command(flatten)]
+    pub logs: LogFlags,
     /// Where the HTTP API listens.
     #[arg(long, env = "SUPERFLUID_HTTP", default_value = "127.0.0.1:7700")]
     pub http: SocketAddr,
@@ -173,6 +193,8 @@ pub struct HeadFlags {
 
 #[derive(Debug, Args)]
 pub struct NodeFlags {
+    #[command(flatten)]
+    pub logs: LogFlags,
     /// The node's data dir: its key and fleet credential [default: $SUPERFLUID_HOME/node].
     #[arg(long, env = "SUPERFLUID_NODE_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -182,6 +204,20 @@ pub struct NodeFlags {
     pub metrics: Option<SocketAddr>,
     #[command(flatten)]
     pub engine: EngineFlags,
+}
+
+/// What `superfluid top` watches.
+#[derive(Debug, Args)]
+pub struct TopFlags {
+    /// The head's HTTP address.
+    #[arg(long, env = "SUPERFLUID_URL", default_value = "http://127.0.0.1:7700")]
+    pub url: String,
+    /// A client API key, when the head needs one.
+    #[arg(long, env = "SUPERFLUID_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Milliseconds between refreshes.
+    #[arg(long, default_value_t = 1000)]
+    pub interval_ms: u64,
 }
 
 /// How to reach a head's admin API.

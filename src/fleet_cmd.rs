@@ -82,12 +82,14 @@ fn ago(v: &Value) -> String {
 
 fn print_table(nodes: &[Value]) {
     println!(
-        "{:<8} {:<16} {:<22} {:<32} {:>5} {:>6} {:>9} {:>8} {:<9} {:<12} {:<12} {:>6}",
+        "{:<8} {:<16} {:<22} {:<32} {:>5} {:>4} {:>5} {:>6} {:>9} {:>8} {:<9} {:<12} {:<12} {:>6}",
         "ID",
         "NAME",
         "ADDRESS",
         "MODELS",
         "BUSY",
+        "RUN",
+        "QUEUE",
         "CTX",
         "PREFILL/s",
         "DECODE/s",
@@ -102,7 +104,7 @@ fn print_table(nodes: &[Value]) {
             .map(|ms| ms.iter().map(|m| text(&m["id"])).collect())
             .unwrap_or_default();
         println!(
-            "{:<8} {:<16} {:<22} {:<32} {:>5} {:>6} {:>9} {:>8} {:<9} {:<12} {:<12} {:>6}",
+            "{:<8} {:<16} {:<22} {:<32} {:>5} {:>4} {:>5} {:>6} {:>9} {:>8} {:<9} {:<12} {:<12} {:>6}",
             text(&n["id"]),
             text(&n["name"]),
             text(&n["address"]),
@@ -112,6 +114,8 @@ fn print_table(nodes: &[Value]) {
                 models.join(",")
             },
             format!("{}/{}", text(&n["busy_slots"]), text(&n["slots"])),
+            text(&n["in_flight"]),
+            text(&n["queued"]),
             text(&n["context"]),
             rate(&n["prefill_tokens_per_sec"]),
             rate(&n["decode_tokens_per_sec"]),

@@ -8,27 +8,18 @@ mod engine;
 mod fleet_cmd;
 mod head_cmd;
 mod keys_cmd;
+mod logging;
 mod node_cmd;
 mod node_metrics;
 mod runtime;
 mod serve;
+mod top;
 
 use clap::Parser;
 
-/// What is logged unless `RUST_LOG` says otherwise: llama.cpp's own chatter
-/// (model metadata, buffer sizes) only when it warns.
-const DEFAULT_LOG: &str = "info,llama_cpp_2=warn,llama-cpp-2=warn";
-
 fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
-        )
-        .init();
+    logging::init(args.command.log_format());
     // On CPU an engine computes on every core unless told otherwise; the
     // async runtime beside it gets what is left. A GPU build's threads
     // mostly wait, and its token rates may need more than one worker.
@@ -45,6 +36,7 @@ fn main() -> std::process::ExitCode {
             cli::Command::Node(flags) => node_cmd::run(flags).await,
             cli::Command::Fleet(command) => fleet_cmd::run(command).await,
             cli::Command::Keys(command) => keys_cmd::run(command).await,
+            cli::Command::Top(flags) => top::run(flags).await,
         }
     });
     match result {
