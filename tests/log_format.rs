@@ -1,0 +1,74 @@
+//! `--log-format json`: a head writes one JSON object per log line, and
+//! each request ends with one line carrying its span's fields, for log
+//! collectors.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::fleet_support::{serial, token, wait_until, Head, Node, TempDir};
+
+/// The head's JSON log lines whose message is `message`.
+fn lines_saying(head: &Head, message: &str) -> Vec<Value> {
+    head.proc
+        .log()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["fields"]["message"] == message)
+        .collect()
+}
+
+#[tokio::test]
+async fn json_logs_give_one_line_per_request_with_its_fields() {
+    let _serial = serial().await;
+    let head_dir = TempDir::new("json-logs");
+    let head = Head::start(head_dir.path(), &["--log-format", "json"]).expect("starting the head");
+    let tok = token(&head, &[]).expect("minting a token");
+    let node_dir = TempDir::new("json-node");
+    let mut node = Node::join(&tok, node_dir.path(), "json-node", &[]).expect("joining");
+    node.wait_up(&head, Duration::from_secs(60))
+        .expect("the node joins");
+
+    let (status, _, _) = head.chat("Say hello.", 4).await.expect("a chat");
+    assert_eq!(status, 200);
+    let unknown =
+        json!({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]});
+    assert_eq!(head.post_chat(&unknown).await.status().as_u16(), 404);
+
+    let logged = wait_until(
+        || {
+            !lines_saying(&head, "generation done").is_empty()
+                && !lines_saying(&head, "request refused").is_empty()
+        },
+        Duration::from_secs(10),
+    );
+    let log = head.proc.log();
+    assert!(logged, "no request lines in the head's log:\n{log}");
+    for line in log.lines().filter(|l| l.starts_with('{')) {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    }
+
+    let done = lines_saying(&head, "generation done");
+    assert_eq!(done.len(), 1, "{log}");
+    let span = &done[0]["span"];
+    assert_eq!(span["name"], "request", "{log}");
+    assert!(
+        span["id"].as_str().is_some_and(|id| !id.is_empty()),
+        "{log}"
+    );
+    assert_eq!(span["endpoint"], "chat", "{log}");
+    assert_eq!(span["model"], crate::support::MODEL, "{log}");
+    assert_eq!(span["node"], "json-node", "{log}");
+    assert!(span["prompt_tokens"].as_u64() > Some(0), "{log}");
+    assert!(span["cached_tokens"].as_u64().is_some(), "{log}");
+    assert!(span["ttft_ms"].as_f64().is_some(), "{log}");
+    assert!(
+        matches!(span["outcome"].as_str(), Some("stop" | "length")),
+        "{log}"
+    );
+
+    let refused = lines_saying(&head, "request refused");
+    assert_eq!(refused.len(), 1, "{log}");
+    assert_eq!(refused[0]["fields"]["status"], 404, "{log}");
+    assert_eq!(refused[0]["span"]["outcome"], 404, "{log}");
+}
