@@ -154,6 +154,11 @@ pub struct ServeFlags {
     /// How generations are routed to nodes: least-ttft, round-robin, least-loaded or random.
     #[arg(long, env = "SUPERFLUID_ROUTE_POLICY", default_value = "least-ttft")]
     pub route_policy: RoutePolicy,
+    /// Generations each node may queue beyond its slots; past that (every
+    /// node full) requests are refused at once with 429 and Retry-After
+    /// [default: 2 per slot].
+    #[arg(long, env = "SUPERFLUID_MAX_QUEUE")]
+    pub max_queue: Option<u32>,
     #[command(flatten)]
     pub engine: EngineFlags,
 }
@@ -189,6 +194,11 @@ pub struct HeadFlags {
     /// round-robin, least-loaded or random.
     #[arg(long, env = "SUPERFLUID_ROUTE_POLICY", default_value = "least-ttft")]
     pub route_policy: RoutePolicy,
+    /// Generations each node may queue beyond its slots; past that (every
+    /// node full) requests are refused at once with 429 and Retry-After
+    /// [default: 2 per slot].
+    #[arg(long, env = "SUPERFLUID_MAX_QUEUE")]
+    pub max_queue: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -38,6 +38,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
             browser,
             metrics_key: flags.access.metrics_key,
             max_connections: flags.max_connections,
+            max_queue: flags.max_queue,
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )

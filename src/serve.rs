@@ -42,6 +42,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             browser,
             metrics_key: flags.access.metrics_key,
             max_connections: flags.max_connections,
+            max_queue: flags.max_queue,
         },
     )
     .await?;

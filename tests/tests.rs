@@ -6,6 +6,7 @@ mod support;
 mod browser;
 mod fleet_mdns;
 mod fleet_membership;
+mod fleet_overload;
 mod fleet_routing;
 mod fleet_shutdown;
 mod fleet_support;

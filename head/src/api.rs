@@ -49,6 +49,8 @@ mod node_failure_tests;
 #[cfg(test)]
 mod node_tests;
 #[cfg(test)]
+mod overload_tests;
+#[cfg(test)]
 mod shape_tests;
 #[cfg(test)]
 mod tests;

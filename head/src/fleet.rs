@@ -38,8 +38,8 @@ pub use registry::{NodeLoadSnapshot, NodeSnapshot, NodeState};
 pub use remote::RemoteGeneration;
 
 use crate::membership::Membership;
-use crate::metrics::Metrics;
-use crate::routing::{RoutePolicy, Router};
+use crate::metrics::{Metrics, Refusal};
+use crate::routing::{Admission, RoutePolicy, Router};
 use superfluid_proto::{GenerateRequest, ModelDescription};
 
 use member::Member;
@@ -62,6 +62,7 @@ pub struct Fleet {
     fetches: Arc<FetchBoard>,
     router: SharedRouter,
     metrics: Arc<Metrics>,
+    admission: Admission,
 }
 
 impl Default for Fleet {
@@ -77,6 +78,7 @@ impl Default for Fleet {
             fetches: Arc::default(),
             router: SharedRouter::new(Router::new(RoutePolicy::default(), seed)),
             metrics: Arc::default(),
+            admission: Admission::default(),
         }
     }
 }
@@ -91,6 +93,14 @@ impl Fleet {
     /// Routes generations with `policy`.
     pub fn with_policy(self, policy: RoutePolicy) -> Self {
         self.router.lock().set_policy(policy);
+        self
+    }
+
+    /// Each node queues at most `max_queue` generations beyond its slots
+    /// (`None`: two per slot); past that, requests are refused at once
+    /// with [`FleetError::Busy`]. See [`crate::routing::admission`].
+    pub fn with_max_queue(mut self, max_queue: Option<u32>) -> Self {
+        self.admission = Admission::new(max_queue);
         self
     }
 
@@ -183,7 +193,11 @@ impl Fleet {
         &self,
         request: &mut GenerateRequest,
     ) -> Result<RemoteGeneration, FleetError> {
-        self.generate_except(request, &[]).await
+        let sent = self.generate_except(request, &[]).await;
+        if matches!(sent, Err(FleetError::Busy { .. })) {
+            self.metrics.overload.record_refused(Refusal::FleetBusy);
+        }
+        sent
     }
 
     /// [`Fleet::generate`] again for a generation whose node was lost
@@ -223,12 +237,35 @@ impl Fleet {
 
     /// Why no node but those in `skip` takes a generation of `model`.
     fn unserved(&self, model: &str, skip: &[String]) -> FleetError {
+        if let Some(busy) = self.busy(model, skip) {
+            return busy;
+        }
         let model = model.to_owned();
         if self.inner.only_draining(&model, skip) {
             FleetError::Draining { model }
         } else {
             FleetError::NoNode { model }
         }
+    }
+
+    /// [`FleetError::Busy`] if nodes but those in `skip` take `model` and
+    /// routing found none: each holds all its slots and queue take.
+    fn busy(&self, model: &str, skip: &[String]) -> Option<FleetError> {
+        let candidates = self.inner.candidates(model, skip);
+        let router = self.router.lock();
+        let loads: Vec<_> = candidates
+            .iter()
+            .filter_map(|n| router.load(n.key))
+            .collect();
+        if loads.is_empty() {
+            return None;
+        }
+        let busy = self.admission.busy(&loads);
+        Some(FleetError::Busy {
+            model: model.to_owned(),
+            queued: busy.queued,
+            retry_after_secs: busy.retry_after_secs,
+        })
     }
 
     /// Whether nodes serve `model` and every one of them is draining.
@@ -248,7 +285,12 @@ impl Fleet {
         let (routed, policy) = {
             let mut router = self.router.lock();
             let now = tokio::time::Instant::now().into_std();
-            let routed = router.route(&request.model, &request.prompt, &keys, now)?;
+            // Only nodes with room in their slots and queue.
+            let admitted: Vec<_> = keys
+                .into_iter()
+                .filter(|&k| router.load(k).is_none_or(|l| self.admission.admits(&l)))
+                .collect();
+            let routed = router.route(&request.model, &request.prompt, &admitted, now)?;
             (routed, router.policy())
         };
         let routing = Routing {

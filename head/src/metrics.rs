@@ -23,6 +23,9 @@ use prometheus::{
 
 use crate::routing::{Reason, RoutePolicy};
 
+mod overload;
+pub use overload::{OverloadMetrics, Refusal};
+
 /// Buckets (seconds) for time to first token, request duration and queue
 /// wait: a cached prompt's first token in milliseconds, a long prompt on a
 /// CPU in tens of seconds, a long answer in minutes.
@@ -92,6 +95,8 @@ pub struct Metrics {
     queue: HistogramVec,
     reconnects: IntCounterVec,
     link_refusals: IntCounterVec,
+    /// Requests refused with 429 and generations cancelled on their node.
+    pub overload: OverloadMetrics,
     /// Node names that have joined, to tell a reconnect from a first join.
     joined: Mutex<HashSet<String>>,
 }
@@ -219,6 +224,7 @@ impl Default for Metrics {
                 "Node connections closed before joining: failed TLS handshake, no valid hello, another protocol version.",
                 &["reason"],
             ),
+            overload: OverloadMetrics::new(&r),
             registry: r,
             joined: Mutex::default(),
         }
@@ -324,6 +330,7 @@ impl Metrics {
             .iter()
             .flat_map(|c| c.desc().into_iter().map(|d| d.fq_name.clone()))
             .collect();
+        names.extend(self.overload.names());
         names.sort();
         names.dedup();
         names

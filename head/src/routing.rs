@@ -15,6 +15,7 @@
 //!   the policy; each routed generation carries a [`Ticket`] that is handed
 //!   back when its first token arrives and when it ends.
 
+pub mod admission;
 mod holders;
 pub mod index;
 pub mod policy;
@@ -34,6 +35,7 @@ mod predict_tests;
 #[cfg(test)]
 mod router_tests;
 
+pub use admission::{Admission, Busy};
 pub use index::{BlockIndex, Match};
 pub use policy::{route, Decision, Reason, RoutePolicy, RouteRequest, RouterState};
 pub use predict::{NodeView, DEFAULT_DECODE_TOKENS_PER_SEC, DEFAULT_PREFILL_TOKENS_PER_SEC};

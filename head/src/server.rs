@@ -52,6 +52,9 @@ pub struct HeadConfig {
     pub metrics_key: Option<String>,
     /// HTTP connections held open at once; more wait until one closes.
     pub max_connections: NonZeroUsize,
+    /// Generations each node may queue beyond its slots; more are refused
+    /// with 429 (`None`: two per slot).
+    pub max_queue: Option<u32>,
 }
 
 impl HeadConfig {
@@ -75,6 +78,7 @@ impl HeadConfig {
             browser: BrowserPolicy::default(),
             metrics_key: None,
             max_connections: connections::DEFAULT_MAX_CONNECTIONS,
+            max_queue: None,
         }
     }
 }
@@ -163,7 +167,8 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
     let catalog = Arc::new(Catalog::load(backend, config.models)?);
     let mut fleet = Fleet::new()
         .with_model_store(store)
-        .with_policy(config.route_policy);
+        .with_policy(config.route_policy)
+        .with_max_queue(config.max_queue);
     if let Some(membership) = config.membership {
         fleet = fleet.with_membership(membership);
     }

@@ -86,6 +86,8 @@ async fn start(
             browser: Default::default(),
             metrics_key: None,
             max_connections: superfluid_head::server::connections::DEFAULT_MAX_CONNECTIONS,
+            // The workload decides the load; nothing is refused.
+            max_queue: Some(u32::MAX),
         },
     )
     .await

@@ -212,6 +212,12 @@ impl ApiError {
                 Some("model".into()),
                 Some("no_node"),
             ),
+            Fleet(FleetError::Busy { .. }) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "fleet_busy",
+                None,
+                Some("fleet_busy"),
+            ),
             Fleet(FleetError::Draining { .. }) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "service_unavailable",
@@ -334,6 +340,10 @@ impl ApiError {
     }
 }
 
+/// On a 429 from a busy fleet: generations waiting for a slot on the
+/// nodes that serve the model.
+pub const QUEUE_HEADER: header::HeaderName = header::HeaderName::from_static("x-superfluid-queue");
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -349,7 +359,20 @@ impl IntoResponse for ApiError {
                 | ApiError::ExpiredApiKey { .. }
                 | ApiError::MetricsKey
         );
+        let busy = match &self {
+            ApiError::Fleet(FleetError::Busy {
+                queued,
+                retry_after_secs,
+                ..
+            }) => Some((*queued, *retry_after_secs)),
+            _ => None,
+        };
         let mut response = (status, Json(self.body())).into_response();
+        if let Some((queued, retry_after)) = busy {
+            let headers = response.headers_mut();
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            headers.insert(QUEUE_HEADER, HeaderValue::from(queued));
+        }
         if challenge {
             response
                 .headers_mut()

@@ -18,6 +18,18 @@ pub enum FleetError {
         /// The model asked for.
         model: String,
     },
+    /// Every node that serves the model holds as many generations as its
+    /// slots and queue take (`--max-queue`); the request is refused at once
+    /// rather than queued without end.
+    #[error("every node that serves model {model:?} is busy: their slots are full and {queued} requests wait for one; retry after {retry_after_secs} s, or add nodes to the fleet")]
+    Busy {
+        /// The model asked for.
+        model: String,
+        /// Generations waiting for a slot on those nodes.
+        queued: u32,
+        /// Whole seconds after which a slot is likely free.
+        retry_after_secs: u64,
+    },
     /// The node's connection failed mid-generation.
     #[error("lost the connection to node {node}: {reason}")]
     NodeLost {

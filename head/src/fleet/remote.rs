@@ -194,6 +194,7 @@ impl Drop for RemoteGeneration {
     fn drop(&mut self) {
         if !self.ended {
             // Still running on the node (or the caller gave up early): cancel it.
+            self.routing.metrics.overload.record_cancelled();
             let _ = self.send.reset(STREAM_CANCELLED);
             let _ = self.recv.stop(STREAM_CANCELLED);
         }

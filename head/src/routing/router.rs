@@ -361,23 +361,32 @@ impl Router {
         let mut loads: Vec<NodeLoad> = self
             .nodes
             .iter()
-            .map(|(&key, r)| NodeLoad {
-                key,
-                slots: r.slots,
-                in_flight: r.in_flight(),
-                pending_prefill_tokens: r.pending_prefill,
-                reported_running: r.running,
-                reported_queued: r.queued,
-                reported_queued_prompt_tokens: r.queued_prompt_tokens,
-                prefill_tokens_per_sec: r.prefill_rate,
-                decode_tokens_per_sec: r.decode_rate,
-                mean_generation_secs: r.mean_generation_secs,
-                mean_decode_secs: r.mean_decode_secs,
-                indexed_blocks: self.index.node_blocks(key),
-            })
+            .map(|(&key, r)| self.load_of(key, r))
             .collect();
         loads.sort_unstable_by_key(|l| l.key);
         loads
+    }
+
+    /// The load of `key`, if it was added.
+    pub fn load(&self, key: NodeKey) -> Option<NodeLoad> {
+        self.nodes.get(&key).map(|r| self.load_of(key, r))
+    }
+
+    fn load_of(&self, key: NodeKey, r: &NodeRecord) -> NodeLoad {
+        NodeLoad {
+            key,
+            slots: r.slots,
+            in_flight: r.in_flight(),
+            pending_prefill_tokens: r.pending_prefill,
+            reported_running: r.running,
+            reported_queued: r.queued,
+            reported_queued_prompt_tokens: r.queued_prompt_tokens,
+            prefill_tokens_per_sec: r.prefill_rate,
+            decode_tokens_per_sec: r.decode_rate,
+            mean_generation_secs: r.mean_generation_secs,
+            mean_decode_secs: r.mean_decode_secs,
+            indexed_blocks: self.index.node_blocks(key),
+        }
     }
 }
 

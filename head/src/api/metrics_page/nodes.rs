@@ -15,7 +15,7 @@ type Figure = (
 );
 
 /// One family per node figure, one sample per connected node that has it.
-const FIGURES: [Figure; 12] = [
+const FIGURES: [Figure; 13] = [
     (
         "superfluid_node_slots",
         "Sequences the node runs at once.",
@@ -39,6 +39,12 @@ const FIGURES: [Figure; 12] = [
         "Sequences waiting for a slot on the node, as it last reported.",
         MetricType::GAUGE,
         |n| Some(f64::from(n.load.queued)),
+    ),
+    (
+        "superfluid_node_queue_depth",
+        "Generations the head has sent to the node beyond its slots: waiting in its queue, bounded by --max-queue.",
+        MetricType::GAUGE,
+        |n| Some(f64::from(n.in_flight.saturating_sub(n.slots.max(1)))),
     ),
     (
         "superfluid_node_queued_prompt_tokens",
