@@ -30,6 +30,7 @@ pub mod output;
 pub mod request_metrics;
 pub mod respond;
 pub mod structured;
+pub mod tools;
 pub mod types;
 pub mod unsupported;
 pub mod wire;
