@@ -38,6 +38,7 @@ pub mod request_metrics;
 pub mod respond;
 pub mod status_page;
 pub mod structured;
+pub mod tools;
 pub mod types;
 pub mod unsupported;
 pub mod wire;

@@ -192,6 +192,10 @@ pub enum Constraint {
     /// (Link F's encoding is not self-describing, so the schema travels as
     /// text). `{"type":"object"}` asks for any JSON object.
     JsonSchema(String),
+    /// Text that matches this Lark grammar, as llguidance reads it: rules,
+    /// regex terminals, and JSON Schemas embedded with `%json { ... }`.
+    /// A tool call is `start: "<tool_call>" %json{...} "</tool_call>"`.
+    Lark(String),
 }
 
 /// Why a generation ended.

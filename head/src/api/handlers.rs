@@ -38,7 +38,8 @@ pub async fn chat(
     let work = async move {
         let codec = admit_model(&state, &req, caller.as_ref(), counted.as_ref())?;
         let messages = req.chat_messages()?;
-        let params = req.params()?;
+        let mut params = req.params()?;
+        let (messages, tools) = super::tools::prepare(&req, messages, &mut params)?;
         let text = codec.render_chat(&messages)?;
         let prompt = tokenize(&codec, text).await?;
         let mut generation = Generation::start(
@@ -53,6 +54,9 @@ pub async fn chat(
         .await?;
         auth::meter(caller.as_ref(), &mut generation);
         let envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
+        if let Some(tools) = tools.filter(super::tools::ToolSet::offered) {
+            return super::tools::respond::answer(generation, envelope, &params, tools).await;
+        }
         run(generation, envelope, params.stream, params.include_usage).await
     };
     request_log::logged(span, work).await
@@ -72,6 +76,7 @@ pub async fn completions(
     let work = async move {
         let codec = admit_model(&state, &req, caller.as_ref(), counted.as_ref())?;
         let text = req.prompt_text()?;
+        super::tools::spec::refuse_on_completions(&req)?;
         let params = req.params()?;
         let prompt = tokenize(&codec, text.to_owned()).await?;
         let mut generation = Generation::start(

@@ -28,6 +28,8 @@ pub enum FinishReason {
     Stop,
     /// The token limit (the client's or the context's) was reached.
     Length,
+    /// The model called one or more of the request's tools.
+    ToolCalls,
 }
 
 impl From<superfluid_proto::FinishReason> for FinishReason {

@@ -72,7 +72,8 @@ impl Envelope {
                     index: 0,
                     message: AssistantMessage {
                         role: Role::Assistant,
-                        content: text,
+                        content: Some(text),
+                        tool_calls: None,
                     },
                     logprobs: NoLogprobs,
                     finish_reason: finish,
@@ -107,6 +108,7 @@ impl Envelope {
                     delta: Delta {
                         role: role.then_some(Role::Assistant),
                         content: text,
+                        tool_calls: None,
                     },
                     logprobs: NoLogprobs,
                     finish_reason: finish,
@@ -172,7 +174,7 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-fn with_node(node: &str, response: impl IntoResponse) -> Response {
+pub(super) fn with_node(node: &str, response: impl IntoResponse) -> Response {
     let mut response = response.into_response();
     if let Ok(value) = HeaderValue::from_str(node) {
         response.headers_mut().insert(NODE_HEADER, value);
@@ -267,7 +269,7 @@ impl StreamState {
 }
 
 /// `value` as one `data:` event.
-fn data(value: &impl Serialize) -> Event {
+pub(super) fn data(value: &impl Serialize) -> Event {
     match serde_json::to_string(value) {
         Ok(json) => Event::default().data(json),
         // The wire types have string keys and no custom serializers, so

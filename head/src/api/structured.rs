@@ -37,8 +37,22 @@ pub fn constraint(response_format: Option<&Value>) -> Result<Option<Constraint>,
         Some("json_schema") => json_schema(format.get("json_schema"))?,
         _ => return Err(bad_shape()),
     };
+    let schema = without_free_whitespace(schema);
     compile(&schema)?;
     Ok(Some(Constraint::JsonSchema(schema.to_string())))
+}
+
+/// `schema` written as JSON with one space after `:` and `,` and no other
+/// whitespace between tokens: a small model given free whitespace can pad
+/// with newlines until `max_tokens` and never close the JSON. A schema that
+/// sets llguidance's own `x-guidance` options keeps them.
+fn without_free_whitespace(mut schema: Value) -> Value {
+    if let Value::Object(object) = &mut schema {
+        object.entry("x-guidance").or_insert_with(
+            || json!({"whitespace_flexible": false, "key_separator": ": ", "item_separator": ", "}),
+        );
+    }
+    schema
 }
 
 /// The schema of a `json_schema` format; without one, any JSON object.
@@ -68,24 +82,28 @@ fn bad_shape() -> ApiError {
 
 /// Compiles `schema` and computes its first step, as a node would.
 fn compile(schema: &Value) -> Result<(), ApiError> {
-    let refused = |reason: String| {
+    check_grammar(TopLevelGrammar::from_json_schema(schema.clone())).map_err(|reason| {
         ApiError::param(
             SCHEMA_PARAM,
             format!("the JSON schema cannot be enforced: {reason}; remove or simplify that part of the schema"),
         )
-    };
-    let factory = factory().map_err(|reason| refused(reason.clone()))?;
-    let grammar = TopLevelGrammar::from_json_schema(schema.clone());
+    })
+}
+
+/// Compiles `grammar` and computes its first step, as a node would; the
+/// error says why it cannot be enforced.
+pub fn check_grammar(grammar: TopLevelGrammar) -> Result<(), String> {
+    let factory = factory().map_err(Clone::clone)?;
     // llguidance reports what it cannot compile as errors; a panic would be
     // a bug in it, and is answered as a refusal rather than a dropped
     // connection.
     let parser = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         factory.create_parser(grammar)
     }))
-    .map_err(|_| refused("the schema compiler failed on it".into()))?
-    .map_err(|e| refused(e.to_string()))?;
+    .map_err(|_| "the grammar compiler failed on it".to_owned())?
+    .map_err(|e| e.to_string())?;
     let mut matcher = Matcher::new(Ok(parser));
-    matcher.compute_mask().map_err(|e| refused(e.to_string()))?;
+    matcher.compute_mask().map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -49,7 +49,7 @@ pub struct CompletionRequest {
     pub stop: Option<Value>,
     /// Choices to generate; only 1 is supported.
     pub n: Option<i64>,
-    /// Functions the model may call (not supported; see [`super::unsupported`]).
+    /// Functions the model may call (see [`super::tools`]).
     pub tools: Option<Value>,
     /// Whether to call one of `tools`; `"none"` turns them off.
     pub tool_choice: Option<Value>,
@@ -62,6 +62,8 @@ pub struct CompletionRequest {
     /// The answer's format: `text`, `json_object` or `json_schema` (see
     /// [`super::structured`]).
     pub response_format: Option<Value>,
+    /// Whether one answer may call several tools (see [`super::tools`]).
+    pub parallel_tool_calls: Option<Value>,
 }
 
 /// `stream_options`.
@@ -79,6 +81,11 @@ pub struct RequestMessage {
     /// A string, an array of `{"type":"text","text":...}` parts, or null.
     #[serde(default)]
     pub content: Value,
+    /// The calls an assistant message made.
+    #[serde(default)]
+    pub tool_calls: Value,
+    /// The call a `tool` message answers.
+    pub tool_call_id: Option<String>,
 }
 
 /// The validated generation parameters common to both endpoints.
@@ -174,8 +181,6 @@ impl CompletionRequest {
     /// [`Features::check`].
     fn features(&self) -> Features<'_> {
         Features {
-            tools: self.tools.as_ref(),
-            tool_choice: self.tool_choice.as_ref(),
             logprobs: self.logprobs.as_ref(),
             top_logprobs: self.top_logprobs.as_ref(),
             logit_bias: self.logit_bias.as_ref(),
@@ -193,6 +198,9 @@ impl CompletionRequest {
                 "`messages` is empty; give at least one message",
             ));
         }
+        // The function each earlier call named, by call id, for the
+        // results that answer them.
+        let mut called = std::collections::HashMap::new();
         messages
             .iter()
             .enumerate()
@@ -207,7 +215,25 @@ impl CompletionRequest {
                         ))
                     }
                 };
-                Ok(ChatMessage::new(role, content_text(&m.content, i)?))
+                let text = content_text(&m.content, i)?;
+                match role {
+                    "assistant" => {
+                        remember_calls(&m.tool_calls, &mut called);
+                        let text = super::tools::prompt::assistant_calls(text, &m.tool_calls, i)?;
+                        Ok(ChatMessage::new(role, text))
+                    }
+                    "tool" => {
+                        let Some(id) = m.tool_call_id.as_deref() else {
+                            return Err(ApiError::param(
+                                format!("messages[{i}].tool_call_id"),
+                                format!("messages[{i}] has role \"tool\" but no `tool_call_id`; give the id of the call it answers"),
+                            ));
+                        };
+                        let name = called.get(id).map(String::as_str);
+                        Ok(ChatMessage::new("user", super::tools::prompt::tool_result(name, &text)))
+                    }
+                    _ => Ok(ChatMessage::new(role, text)),
+                }
             })
             .collect()
     }
@@ -231,6 +257,20 @@ impl CompletionRequest {
                 _ => Err(bad()),
             },
             Some(_) => Err(bad()),
+        }
+    }
+}
+
+/// Notes the function each of an assistant message's calls named.
+fn remember_calls(calls: &Value, called: &mut std::collections::HashMap<String, String>) {
+    for call in calls.as_array().into_iter().flatten() {
+        let id = call.get("id").and_then(Value::as_str);
+        let name = call
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str);
+        if let (Some(id), Some(name)) = (id, name) {
+            called.insert(id.to_owned(), name.to_owned());
         }
     }
 }

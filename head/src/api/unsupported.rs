@@ -5,7 +5,7 @@
 //! was offered), so each is a 400 that names the field and says what to send
 //! instead. Their "off" values (`false`, `0`, an empty list) are accepted,
 //! since many clients always send them. `response_format` is read by
-//! [`super::structured`].
+//! [`super::structured`], `tools` by [`super::tools`].
 
 use super::ApiError;
 use serde_json::Value;
@@ -15,10 +15,6 @@ use serde_json::Value;
 /// so these checks do not depend on how the request is read.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Features<'a> {
-    /// `tools`.
-    pub tools: Option<&'a Value>,
-    /// `tool_choice`.
-    pub tool_choice: Option<&'a Value>,
     /// `logprobs`.
     pub logprobs: Option<&'a Value>,
     /// `top_logprobs`.
@@ -30,13 +26,6 @@ pub struct Features<'a> {
 impl Features<'_> {
     /// The first field that asks for something not supported.
     pub fn check(&self) -> Result<(), ApiError> {
-        let tools_off = self.tool_choice.and_then(Value::as_str) == Some("none");
-        if asks(self.tools) && !tools_off {
-            return Err(ApiError::param(
-                "tools",
-                "`tools` is not supported: this server does not call functions; send the request without `tools`",
-            ));
-        }
         for (field, value) in [
             ("logprobs", self.logprobs),
             ("top_logprobs", self.top_logprobs),
@@ -73,8 +62,6 @@ mod tests {
     /// The features a body asks for, as a request would lend them.
     fn features(body: &Value) -> Features<'_> {
         Features {
-            tools: body.get("tools"),
-            tool_choice: body.get("tool_choice"),
             logprobs: body.get("logprobs"),
             top_logprobs: body.get("top_logprobs"),
             logit_bias: body.get("logit_bias"),
@@ -91,10 +78,7 @@ mod tests {
 
     #[test]
     fn asking_for_an_unsupported_feature_names_the_field() {
-        let tool = json!([{"type": "function", "function": {"name": "f", "parameters": {}}}]);
         for (body, field) in [
-            (json!({"tools": tool}), "tools"),
-            (json!({"tools": tool, "tool_choice": "auto"}), "tools"),
             (json!({"logprobs": true}), "logprobs"),
             (json!({"logprobs": 3}), "logprobs"),
             (json!({"top_logprobs": 2}), "top_logprobs"),
@@ -114,10 +98,9 @@ mod tests {
     fn the_off_values_clients_send_by_default_are_accepted() {
         for body in [
             json!({}),
-            json!({"tools": [], "logprobs": false, "top_logprobs": 0, "logit_bias": {}}),
-            json!({"tools": null, "logprobs": null}),
+            json!({"logprobs": false, "top_logprobs": 0, "logit_bias": {}}),
+            json!({"logprobs": null}),
             json!({"logprobs": 0}),
-            json!({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"}),
         ] {
             assert_eq!(refused(body.clone()), None, "{body}");
         }

@@ -41,11 +41,15 @@ impl Grammars {
     /// # Errors
     /// [`BackendError::Constraint`] when the constraint does not compile.
     pub fn matcher(&self, constraint: &Constraint) -> Result<Matcher, BackendError> {
-        let Constraint::JsonSchema(text) = constraint;
-        let schema = serde_json::from_str(text).map_err(|e| BackendError::Constraint {
-            source: Box::new(e),
-        })?;
-        let grammar = TopLevelGrammar::from_json_schema(schema);
+        let grammar = match constraint {
+            Constraint::JsonSchema(text) => {
+                let schema = serde_json::from_str(text).map_err(|e| BackendError::Constraint {
+                    source: Box::new(e),
+                })?;
+                TopLevelGrammar::from_json_schema(schema)
+            }
+            Constraint::Lark(text) => TopLevelGrammar::from_lark(text.clone()),
+        };
         // llguidance reports what it cannot compile as errors; a panic in it
         // would still be a bug there, and must not take the engine down.
         let parser = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

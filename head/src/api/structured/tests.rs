@@ -12,10 +12,18 @@ fn refused(format: Value) -> (String, String) {
     }
 }
 
+/// The schema sent to the node, less the whitespace option the head adds.
 fn schema_of(format: Value) -> Value {
     match constraint(Some(&format)) {
         Ok(Some(Constraint::JsonSchema(text))) => {
-            serde_json::from_str(&text).expect("the constraint carries JSON")
+            let mut schema: Value =
+                serde_json::from_str(&text).expect("the constraint carries JSON");
+            let options = schema
+                .as_object_mut()
+                .and_then(|o| o.remove("x-guidance"))
+                .expect("the head sets the whitespace options");
+            assert_eq!(options["whitespace_flexible"], false, "{options}");
+            schema
         }
         other => panic!("{format} gave {other:?}"),
     }

@@ -47,8 +47,11 @@ pub enum Role {
 pub struct AssistantMessage {
     /// Always [`Role::Assistant`].
     pub role: Role,
-    /// The generated text.
-    pub content: String,
+    /// The generated text; `null` when the answer is only tool calls.
+    pub content: Option<String>,
+    /// The tools the model called, if it called any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
 }
 
 /// One server-sent event of a streamed chat answer.
@@ -93,4 +96,54 @@ pub struct Delta {
     /// The next text; absent in the chunk with the finish reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// Pieces of tool calls: the first for a call carries its index, id,
+    /// type and name, later ones more of its arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// One call of a function the request offered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// `call_...`, what the `tool` message answering it names.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The function and its arguments.
+    pub function: FunctionCall,
+}
+
+/// The function a tool call names, with its arguments as JSON text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The function's name.
+    pub name: String,
+    /// The arguments: a JSON object, as text.
+    pub arguments: String,
+}
+
+/// A piece of a streamed tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallDelta {
+    /// Which call of the message this piece belongs to.
+    pub index: u32,
+    /// The call's id, in its first piece only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `function`, in its first piece only.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The name (first piece) and the next part of the arguments.
+    pub function: FunctionDelta,
+}
+
+/// The function part of a [`ToolCallDelta`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionDelta {
+    /// The name, in the call's first piece only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The next part of the arguments' JSON text.
+    pub arguments: String,
 }

@@ -52,6 +52,7 @@ fn finish_reasons_have_their_openai_names() {
     for (reason, name) in [
         (FinishReason::Stop, "stop"),
         (FinishReason::Length, "length"),
+        (FinishReason::ToolCalls, "tool_calls"),
     ] {
         assert_eq!(serde_json::to_value(reason).ok(), Some(json!(name)));
         round_trips(&reason);
@@ -63,10 +64,12 @@ fn chat_chunks_round_trip_with_and_without_each_optional_field() {
     let first = Delta {
         role: Some(Role::Assistant),
         content: Some(String::new()),
+        ..Delta::default()
     };
     let text = Delta {
         role: None,
         content: Some("日本 🦀".into()),
+        ..Delta::default()
     };
     round_trips(&chat_chunk(first, None));
     round_trips(&chat_chunk(text, None));
