@@ -38,6 +38,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
             browser,
             metrics_key: flags.access.metrics_key,
             max_connections: flags.max_connections,
+            ollama_port: flags.ollama_port,
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )
@@ -63,6 +64,9 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
         head.link_addr,
         data_dir.display()
     );
+    if let Some(addr) = head.ollama_addr {
+        tracing::info!("the Ollama API also on port {} ({addr})", addr.port());
+    }
     tracing::info!("add a node: run `superfluid fleet token` here, then `superfluid fleet join TOKEN` on the node");
     until_shutdown::<std::convert::Infallible>(head, None).await
 }

@@ -42,6 +42,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             browser,
             metrics_key: flags.access.metrics_key,
             max_connections: flags.max_connections,
+            ollama_port: flags.ollama_port,
         },
     )
     .await?;
@@ -79,5 +80,8 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
         config.threads,
         head.http_addr
     );
+    if let Some(addr) = head.ollama_addr {
+        tracing::info!("the Ollama API also on port {} ({addr})", addr.port());
+    }
     until_shutdown(head, Some(node)).await
 }

@@ -14,6 +14,7 @@ mod keys;
 mod keys_limits;
 mod metrics;
 mod netns;
+mod ollama_api;
 mod python_clients;
 mod scrape;
 mod serve_chat;

@@ -26,6 +26,7 @@ pub mod handlers;
 pub mod limits;
 pub mod metrics_key;
 pub mod metrics_page;
+pub mod ollama;
 pub mod output;
 pub mod request_metrics;
 pub mod respond;
@@ -92,10 +93,12 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/models", get(handlers::models))
+        .merge(ollama::routes())
         // Only the routes above pass the key check.
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
         .route("/health", get(handlers::health))
         .route("/metrics", metrics)
+        .merge(ollama::probes())
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)

@@ -86,6 +86,7 @@ async fn start(
             browser: Default::default(),
             metrics_key: None,
             max_connections: superfluid_head::server::connections::DEFAULT_MAX_CONNECTIONS,
+            ollama_port: None,
         },
     )
     .await
