@@ -147,6 +147,10 @@ pub struct ServeFlags {
     /// HTTP connections held open at once; more wait until one closes.
     #[arg(long, env = "SUPERFLUID_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: NonZeroUsize,
+    /// Also serve the API on this port (Ollama's is 11434), on the --http
+    /// address's IP, for tools that assume Ollama's port.
+    #[arg(long, env = "SUPERFLUID_OLLAMA_PORT")]
+    pub ollama_port: Option<u16>,
     #[command(flatten)]
     pub access: AccessFlags,
     #[command(flatten)]
@@ -173,6 +177,10 @@ pub struct HeadFlags {
     /// HTTP connections held open at once; more wait until one closes.
     #[arg(long, env = "SUPERFLUID_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: NonZeroUsize,
+    /// Also serve the API on this port (Ollama's is 11434), on the --http
+    /// address's IP, for tools that assume Ollama's port.
+    #[arg(long, env = "SUPERFLUID_OLLAMA_PORT")]
+    pub ollama_port: Option<u16>,
     #[command(flatten)]
     pub access: AccessFlags,
     #[command(flatten)]

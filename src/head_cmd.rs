@@ -39,6 +39,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
             metrics_key: flags.access.metrics_key,
             max_connections: flags.max_connections,
             max_queue: flags.max_queue,
+            ollama_port: flags.ollama_port,
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )
@@ -64,6 +65,9 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
         head.link_addr,
         data_dir.display()
     );
+    if let Some(addr) = head.ollama_addr {
+        tracing::info!("the Ollama API also on port {} ({addr})", addr.port());
+    }
     tracing::info!("add a node: run `superfluid fleet token` here, then `superfluid fleet join TOKEN` on the node");
     until_shutdown::<std::convert::Infallible>(head, None).await
 }

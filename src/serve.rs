@@ -43,6 +43,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             metrics_key: flags.access.metrics_key,
             max_connections: flags.max_connections,
             max_queue: flags.max_queue,
+            ollama_port: flags.ollama_port,
         },
     )
     .await?;
@@ -80,5 +81,8 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
         config.threads,
         head.http_addr
     );
+    if let Some(addr) = head.ollama_addr {
+        tracing::info!("the Ollama API also on port {} ({addr})", addr.port());
+    }
     until_shutdown(head, Some(node)).await
 }

@@ -16,6 +16,7 @@ mod keys_limits;
 mod log_format;
 mod metrics;
 mod netns;
+mod ollama_api;
 mod python_clients;
 mod scrape;
 mod serve_chat;

@@ -31,6 +31,7 @@ pub mod handlers;
 pub mod limits;
 pub mod metrics_key;
 pub mod metrics_page;
+pub mod ollama;
 pub mod output;
 pub mod recent;
 pub mod request_log;
@@ -105,6 +106,7 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/models", get(handlers::models))
         .route("/v1/fleet", get(fleet_view::fleet))
+        .merge(ollama::routes())
         // Only the routes above pass the key check.
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
         .route("/", get(status_page::root))

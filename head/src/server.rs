@@ -2,6 +2,7 @@
 //! serve HTTP ([`connections`] bounds how many clients are connected at once).
 
 pub mod connections;
+mod ollama_listener;
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -55,6 +56,9 @@ pub struct HeadConfig {
     /// Generations each node may queue beyond its slots; more are refused
     /// with 429 (`None`: two per slot).
     pub max_queue: Option<u32>,
+    /// A second port for the same API, on the HTTP address's IP, for tools
+    /// that assume Ollama's (11434); `None` for none.
+    pub ollama_port: Option<u16>,
 }
 
 impl HeadConfig {
@@ -79,6 +83,7 @@ impl HeadConfig {
             metrics_key: None,
             max_connections: connections::DEFAULT_MAX_CONNECTIONS,
             max_queue: None,
+            ollama_port: None,
         }
     }
 }
@@ -112,6 +117,15 @@ pub enum HeadError {
         #[source]
         source: std::io::Error,
     },
+    /// The `--ollama-port` address could not be bound.
+    #[error("could not listen for the Ollama API on {addr}: {source}; is Ollama itself running there? stop it, or pass --ollama-port with another port")]
+    OllamaPort {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A running head.
@@ -119,6 +133,8 @@ pub enum HeadError {
 pub struct RunningHead {
     /// Where the HTTP API listens.
     pub http_addr: SocketAddr,
+    /// Where the same API listens on `--ollama-port`, if it does.
+    pub ollama_addr: Option<SocketAddr>,
     /// Where Link F listens.
     pub link_addr: SocketAddr,
     /// Addresses nodes can reach Link F at (written into join tokens).
@@ -216,6 +232,18 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
     drop(config.keys.spawn_flusher());
     let http = connections::ConnectionLimit::new(without_nagle(http), config.max_connections);
     let (http_stop, mut stopping) = watch::channel(false);
+    let ollama_addr = match config.ollama_port {
+        Some(port) => Some(
+            ollama_listener::serve(
+                SocketAddr::new(http_addr.ip(), port),
+                app.clone(),
+                config.max_connections,
+                stopping.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let stopped = async move {
         // Without a sender the server runs until the process ends.
         if stopping.wait_for(|stop| *stop).await.is_err() {
@@ -227,6 +255,7 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
     Ok(RunningHead {
         link_addrs,
         http_addr,
+        ollama_addr,
         link_addr: link.addr,
         fingerprint,
         model_ids,

@@ -88,6 +88,7 @@ async fn start(
             max_connections: superfluid_head::server::connections::DEFAULT_MAX_CONNECTIONS,
             // The workload decides the load; nothing is refused.
             max_queue: Some(u32::MAX),
+            ollama_port: None,
         },
     )
     .await

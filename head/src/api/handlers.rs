@@ -222,7 +222,10 @@ async fn run(
 const INLINE_TOKENIZE_BYTES: usize = 4096;
 
 /// `text` as the model's tokens.
-async fn tokenize(codec: &Arc<ModelCodec>, text: String) -> Result<Vec<TokenId>, ApiError> {
+pub(super) async fn tokenize(
+    codec: &Arc<ModelCodec>,
+    text: String,
+) -> Result<Vec<TokenId>, ApiError> {
     if text.len() <= INLINE_TOKENIZE_BYTES {
         return Ok(codec.tokenize(&text));
     }
@@ -238,7 +241,7 @@ async fn tokenize(codec: &Arc<ModelCodec>, text: String) -> Result<Vec<TokenId>,
 /// not served.
 /// The request's model, once the caller's key may use it; the request's
 /// metrics are labelled with it from here on.
-fn admit_model(
+pub(super) fn admit_model(
     state: &AppState,
     req: &CompletionRequest,
     caller: Option<&Extension<Caller>>,
@@ -269,13 +272,13 @@ fn find_model(state: &AppState, req: &CompletionRequest) -> Result<Arc<ModelCode
 }
 
 /// The span every request's logs go to, with a fresh request id.
-fn request_span(endpoint: &'static str, id: &str) -> Span {
+pub(super) fn request_span(endpoint: &'static str, id: &str) -> Span {
     request_log::span(endpoint, id)
 }
 
 /// A request id unique within this process and unlikely to repeat across
 /// restarts.
-fn next_request_id() -> String {
+pub(super) fn next_request_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let start = SystemTime::now()

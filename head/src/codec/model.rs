@@ -20,6 +20,7 @@ pub struct ModelCodec {
     model: LlamaModel,
     template: Result<ChatTemplate, String>,
     n_tokens: u32,
+    path: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for ModelCodec {
@@ -54,6 +55,7 @@ impl ModelCodec {
             model,
             template: Err(String::new()),
             n_tokens,
+            path: path.to_path_buf(),
         };
         codec.template = match codec.model.meta_val_str(TEMPLATE_KEY) {
             Ok(source) => {
@@ -73,6 +75,28 @@ impl ModelCodec {
     /// The id clients name this model by.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The GGUF file the codec was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The GGUF file's metadata as llama.cpp reads it: each key with its
+    /// value as text (arrays are summarized, not listed).
+    pub fn metadata(&self) -> Vec<(String, String)> {
+        (0..self.model.meta_count())
+            .filter_map(|i| {
+                let key = self.model.meta_key_by_index(i).ok()?;
+                let value = self.model.meta_val_str_by_index(i).ok()?;
+                Some((key, value))
+            })
+            .collect()
+    }
+
+    /// The source of the model's chat template, if its GGUF has one.
+    pub fn template_source(&self) -> Option<String> {
+        self.model.meta_val_str(TEMPLATE_KEY).ok()
     }
 
     /// The number of tokens in the vocabulary.

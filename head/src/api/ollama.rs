@@ -1,0 +1,50 @@
+//! Ollama's API, as a codec on the one generation path: `/api/chat` and
+//! `/api/generate` become the OpenAI request they ask for and run through
+//! the same [`Generation`](super::generate::Generation), keys, limits and
+//! metrics; only the request and answer shapes are Ollama's.
+//!
+//! - [`request`]: the bodies of `/api/chat` and `/api/generate`, and the
+//!   fields refused.
+//! - [`options`]: `options`, `format`, `keep_alive` and `think`.
+//! - [`generation`]: the two generating handlers.
+//! - [`reply`]: NDJSON and whole answers with Ollama's counts and durations.
+//! - [`info`]: `/api/tags`, `/api/ps`, `/api/show`, `/api/version` and `/`.
+//! - [`refusals`]: embeddings, model management and unknown paths.
+//! - [`error`]: [`OllamaError`], `{"error": "..."}` with Ollama's statuses.
+
+pub mod clock;
+pub mod error;
+pub mod extract;
+pub mod generation;
+pub mod info;
+pub mod options;
+pub mod refusals;
+pub mod reply;
+pub mod request;
+
+pub use error::OllamaError;
+
+use super::AppState;
+use axum::routing::{any, get, post};
+use axum::Router;
+
+/// The Ollama routes that answer for models; they go behind the key check
+/// with the OpenAI routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/chat", post(generation::chat))
+        .route("/api/generate", post(generation::generate))
+        .route("/api/tags", get(info::tags))
+        .route("/api/ps", get(info::ps))
+        .route("/api/show", post(info::show))
+        .route("/api/version", get(info::version))
+        .route("/api/embed", post(refusals::embed))
+        .route("/api/embeddings", post(refusals::embed))
+        .route("/api/pull", post(refusals::manage))
+        .route("/api/push", post(refusals::manage))
+        .route("/api/create", post(refusals::manage))
+        .route("/api/copy", post(refusals::manage))
+        .route("/api/delete", any(refusals::manage))
+        .route("/api/blobs/{digest}", any(refusals::manage))
+        .route("/api/{*rest}", any(refusals::not_found))
+}

@@ -1,0 +1,175 @@
+//! `POST /api/chat` and `POST /api/generate`: each request becomes the
+//! OpenAI request it asks for and runs on the one generation path
+//! ([`Generation`]), answered in Ollama's shape by [`reply`](super::reply).
+
+use super::super::auth::{self, Caller};
+use super::super::generate::{check_context, Generation};
+use super::super::handlers::{admit_model, next_request_id, request_span, tokenize};
+use super::super::request_metrics::RequestModel;
+use super::super::types::{CompletionRequest, Params};
+use super::super::{ApiError, AppState};
+use super::extract::OllamaJson;
+use super::options::{rename, Options};
+use super::reply::{self, Kind, Reply};
+use super::request::{ChatRequest, GenerateRequest};
+use super::OllamaError;
+use crate::codec::ModelCodec;
+use axum::extract::State;
+use axum::response::Response;
+use axum::Extension;
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::Instrument;
+
+/// `POST /api/chat`.
+pub async fn chat(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    counted: Option<Extension<RequestModel>>,
+    OllamaJson(req): OllamaJson<ChatRequest>,
+) -> Result<Response, OllamaError> {
+    let received = Instant::now();
+    let id = next_request_id();
+    let span = request_span("ollama_chat", &id);
+    let inner = span.clone();
+    let work = async move {
+        let openai = req.to_openai()?;
+        let codec = admit_model(&state, &openai, caller.as_ref(), counted.as_ref())?;
+        if req.messages.is_empty() {
+            return Ok(Reply::loaded(Kind::Chat, codec.id()));
+        }
+        let params = params(&state, &codec, &openai, req.options.as_ref())?;
+        let messages = openai.chat_messages()?;
+        let text = codec.render_chat(&messages).map_err(ApiError::from)?;
+        let prompt = tokenize(&codec, text).await?;
+        let run = Run {
+            kind: Kind::Chat,
+            received,
+            stream: req.streams(),
+            param: "messages",
+        };
+        run.start(
+            &state,
+            codec,
+            prompt,
+            params,
+            req.options.as_ref(),
+            caller,
+            inner,
+        )
+        .await
+    };
+    work.instrument(span).await
+}
+
+/// `POST /api/generate`.
+pub async fn generate(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    counted: Option<Extension<RequestModel>>,
+    OllamaJson(req): OllamaJson<GenerateRequest>,
+) -> Result<Response, OllamaError> {
+    let received = Instant::now();
+    let id = next_request_id();
+    let span = request_span("ollama_generate", &id);
+    let inner = span.clone();
+    let work = async move {
+        let openai = req.to_openai()?;
+        let codec = admit_model(&state, &openai, caller.as_ref(), counted.as_ref())?;
+        if req.only_loads() {
+            return Ok(Reply::loaded(Kind::Generate, codec.id()));
+        }
+        let params = params(&state, &codec, &openai, req.options.as_ref())?;
+        let text = if req.is_raw() {
+            openai.prompt_text()?.to_owned()
+        } else {
+            codec
+                .render_chat(&openai.chat_messages()?)
+                .map_err(ApiError::from)?
+        };
+        let prompt = tokenize(&codec, text).await?;
+        let run = Run {
+            kind: Kind::Generate,
+            received,
+            stream: req.streams(),
+            param: "prompt",
+        };
+        run.start(
+            &state,
+            codec,
+            prompt,
+            params,
+            req.options.as_ref(),
+            caller,
+            inner,
+        )
+        .await
+    };
+    work.instrument(span).await
+}
+
+/// The generation parameters, with errors naming Ollama's fields and
+/// `repeat_last_n` applied.
+fn params(
+    state: &AppState,
+    codec: &ModelCodec,
+    openai: &CompletionRequest,
+    options: Option<&Options>,
+) -> Result<Params, OllamaError> {
+    let mut params = openai.params().map_err(rename)?;
+    if let (Some(options), Some(served)) = (options, state.fleet.context_len(codec.id())) {
+        if let Some(n) = options.penalty_last_n(served)? {
+            params.sampling.penalty_last_n = n;
+        }
+    }
+    Ok(params)
+}
+
+/// How one request's generation is started and answered.
+struct Run {
+    kind: Kind,
+    received: Instant,
+    stream: bool,
+    /// The request field the prompt came from.
+    param: &'static str,
+}
+
+impl Run {
+    /// Honours `num_ctx`, sends the prompt to a node and answers.
+    #[allow(clippy::too_many_arguments)]
+    async fn start(
+        self,
+        state: &AppState,
+        codec: Arc<ModelCodec>,
+        prompt: Vec<superfluid_proto::TokenId>,
+        mut params: Params,
+        options: Option<&Options>,
+        caller: Option<Extension<Caller>>,
+        span: tracing::Span,
+    ) -> Result<Response, OllamaError> {
+        if let (Some(options), Some(served)) = (options, state.fleet.context_len(codec.id())) {
+            let limit = options.context(served)?;
+            check_context(prompt.len(), limit, self.param)?;
+            let room = limit.saturating_sub(u32::try_from(prompt.len()).unwrap_or(u32::MAX));
+            params.max_tokens = Some(params.max_tokens.map_or(room, |m| m.min(room)));
+        }
+        let model = codec.id().to_owned();
+        let mut generation = Generation::start(
+            state,
+            self.received,
+            codec,
+            prompt,
+            &params,
+            self.param,
+            span,
+        )
+        .await?;
+        auth::meter(caller.as_ref(), &mut generation);
+        let reply = Reply::new(self.kind, &model, self.received, Instant::now());
+        if self.stream {
+            reply::stream(generation, reply).await
+        } else {
+            reply::complete(generation, reply).await
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Answers a running [`Generation`] as Ollama does: one JSON object, or
+//! newline-delimited JSON objects as the node generates, the last with
+//! `done: true`, the reason and the counts and durations in nanoseconds.
+
+use super::super::generate::{Generation, Usage};
+use super::super::output::{FinishReason, Step};
+use super::super::NODE_HEADER;
+use super::clock::rfc3339_now;
+use super::OllamaError;
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::stream::{self, Stream};
+use serde_json::{json, Map, Value};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::{Duration, Instant};
+
+/// The content type of a streamed answer.
+const NDJSON: &str = "application/x-ndjson";
+
+/// Which endpoint answers: its text goes in `message.content` or in
+/// `response`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `/api/chat`.
+    Chat,
+    /// `/api/generate`.
+    Generate,
+}
+
+/// What every object of one answer shares, and its clock.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    kind: Kind,
+    model: String,
+    received: Instant,
+    dispatched: Instant,
+    first_text: Option<Instant>,
+}
+
+impl Reply {
+    /// An answer from `model` to a request that arrived at `received` and
+    /// went to a node at `dispatched`.
+    pub fn new(kind: Kind, model: &str, received: Instant, dispatched: Instant) -> Self {
+        Reply {
+            kind,
+            model: model.to_owned(),
+            received,
+            dispatched,
+            first_text: None,
+        }
+    }
+
+    /// An object carrying `text`, not yet done.
+    fn text(&mut self, text: &str) -> Value {
+        self.first_text.get_or_insert_with(Instant::now);
+        let mut object = self.head(text);
+        object.insert("done".into(), Value::Bool(false));
+        Value::Object(object)
+    }
+
+    /// The last object: `text` (all of it when not streamed), the reason
+    /// and the counts.
+    fn done(&self, text: &str, reason: &str, usage: Usage) -> Value {
+        let now = Instant::now();
+        let first = self.first_text.unwrap_or(now);
+        let mut object = self.head(text);
+        object.insert("done".into(), Value::Bool(true));
+        object.insert("done_reason".into(), reason.into());
+        object.insert("total_duration".into(), nanos(now - self.received).into());
+        object.insert(
+            "load_duration".into(),
+            nanos(self.dispatched.saturating_duration_since(self.received)).into(),
+        );
+        let evaluated = usage.prompt_tokens.saturating_sub(usage.cached_tokens);
+        object.insert("prompt_eval_count".into(), evaluated.into());
+        object.insert(
+            "prompt_eval_duration".into(),
+            nanos(first.saturating_duration_since(self.dispatched)).into(),
+        );
+        object.insert("eval_count".into(), usage.completion_tokens.into());
+        object.insert(
+            "eval_duration".into(),
+            nanos(now.saturating_duration_since(first)).into(),
+        );
+        object.insert("prompt_cached_count".into(), usage.cached_tokens.into());
+        Value::Object(object)
+    }
+
+    /// The fields every object has, with `text` where this endpoint puts it.
+    fn head(&self, text: &str) -> Map<String, Value> {
+        let mut object = Map::new();
+        object.insert("model".into(), self.model.clone().into());
+        object.insert("created_at".into(), rfc3339_now().into());
+        match self.kind {
+            Kind::Chat => {
+                object.insert(
+                    "message".into(),
+                    json!({"role": "assistant", "content": text}),
+                );
+            }
+            Kind::Generate => {
+                object.insert("response".into(), text.into());
+            }
+        }
+        object
+    }
+
+    /// The answer to a request that only loads the model: the model is
+    /// loaded on its nodes already.
+    pub fn loaded(kind: Kind, model: &str) -> Response {
+        let now = Instant::now();
+        let reply = Reply::new(kind, model, now, now);
+        Json(reply.done("", "load", Usage::default())).into_response()
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn reason(finish: FinishReason) -> &'static str {
+    match finish {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+    }
+}
+
+fn with_node(node: &str, response: impl IntoResponse) -> Response {
+    let mut response = response.into_response();
+    if let Ok(value) = HeaderValue::from_str(node) {
+        response.headers_mut().insert(NODE_HEADER, value);
+    }
+    response
+}
+
+/// Runs the generation to its end and answers with one JSON object.
+pub async fn complete(
+    mut generation: Generation,
+    mut reply: Reply,
+) -> Result<Response, OllamaError> {
+    let mut text = String::new();
+    let finish = loop {
+        match generation.next().await? {
+            Step::Text(piece) => {
+                if text.is_empty() {
+                    reply.text("");
+                }
+                text.push_str(&piece);
+            }
+            Step::Done(finish) => break finish,
+        }
+    };
+    let body = reply.done(&text, reason(finish), generation.usage());
+    Ok(with_node(&generation.node, Json(body)))
+}
+
+/// Answers with one JSON object per line as the node generates. The first
+/// step is awaited before the response starts, so that a generation that
+/// fails before any text gets an error status, and the node header names
+/// the node that answers.
+pub async fn stream(mut generation: Generation, reply: Reply) -> Result<Response, OllamaError> {
+    let first = generation.next().await;
+    let first = first?;
+    let node = generation.node.clone();
+    let mut state = StreamState {
+        generation,
+        reply,
+        pending: VecDeque::new(),
+        done: false,
+    };
+    state.push(Ok(first));
+    let body = Body::from_stream(lines(state));
+    let response = ([(header::CONTENT_TYPE, NDJSON)], body);
+    Ok(with_node(&node, response))
+}
+
+struct StreamState {
+    generation: Generation,
+    reply: Reply,
+    pending: VecDeque<Bytes>,
+    done: bool,
+}
+
+impl StreamState {
+    /// Queues the line for one step of the generation; an error mid-stream
+    /// is a last `{"error": ...}` line, as Ollama sends it.
+    fn push(&mut self, step: Result<Step, OllamaError>) {
+        let value = match step {
+            Ok(Step::Text(text)) => self.reply.text(&text),
+            Ok(Step::Done(finish)) => {
+                self.done = true;
+                self.reply.done("", reason(finish), self.generation.usage())
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "generation failed mid-stream");
+                self.done = true;
+                err.body()
+            }
+        };
+        let mut line = value.to_string();
+        line.push('\n');
+        self.pending.push_back(Bytes::from(line));
+    }
+}
+
+fn lines(state: StreamState) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(line) = st.pending.pop_front() {
+                return Some((Ok(line), st));
+            }
+            if st.done {
+                return None;
+            }
+            let step = st.generation.next().await.map_err(OllamaError::from);
+            st.push(step);
+        }
+    })
+}

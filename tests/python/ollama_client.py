@@ -1,0 +1,108 @@
+"""Drives a running superfluid with the official ollama Python client.
+
+Reads SUPERFLUID_OLLAMA_HOST (http://HOST:PORT) and SUPERFLUID_TEST_MODEL
+from the environment. Each case is a function named in CASES; each prints
+`ok NAME` or `FAIL NAME: why`, and the script exits non-zero when any failed.
+"""
+
+import os
+import sys
+import traceback
+
+import ollama
+
+HOST = os.environ["SUPERFLUID_OLLAMA_HOST"]
+MODEL = os.environ["SUPERFLUID_TEST_MODEL"]
+MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
+GREEDY = {"temperature": 0, "num_predict": 24}
+
+
+def client():
+    return ollama.Client(host=HOST, timeout=60)
+
+
+def chat():
+    answer = client().chat(model=MODEL, messages=MESSAGES, options=GREEDY)
+    assert answer.done, f"not done: {answer!r}"
+    assert "Paris" in answer.message.content, f"no Paris in {answer.message.content!r}"
+    assert answer.eval_count and answer.eval_count > 0, f"no eval_count: {answer!r}"
+
+
+def streamed_chat():
+    parts = list(client().chat(model=MODEL, messages=MESSAGES, options=GREEDY, stream=True))
+    assert len(parts) > 1, f"one part only: {parts!r}"
+    assert parts[-1].done and parts[-1].done_reason in ("stop", "length"), parts[-1]
+    text = "".join(p.message.content or "" for p in parts)
+    assert "Paris" in text, f"no Paris in {text!r}"
+
+
+def generate():
+    answer = client().generate(model=MODEL, prompt="What is the capital of France?", options=GREEDY)
+    assert "Paris" in answer.response, f"no Paris in {answer.response!r}"
+    assert answer.total_duration and answer.total_duration > 0, answer
+
+
+def structured_chat():
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    answer = client().chat(model=MODEL, messages=MESSAGES, format=schema, options={"temperature": 0, "num_predict": 64})
+    import json
+
+    assert isinstance(json.loads(answer.message.content)["city"], str), answer.message.content
+
+
+def list_names_the_model():
+    names = [m.model for m in client().list().models]
+    assert MODEL in names, f"{MODEL} not in {names}"
+
+
+def show_gives_template_and_model_info():
+    shown = client().show(MODEL)
+    assert shown.template and "im_start" in shown.template, shown.template
+    assert shown.modelinfo["general.architecture"] == "llama", shown.modelinfo
+    assert shown.details.format == "gguf", shown.details
+
+
+def embed_raises_not_implemented():
+    try:
+        client().embed(model=MODEL, input="hello")
+    except ollama.ResponseError as e:
+        assert e.status_code == 501 and "embeddings" in e.error, str(e)
+        return
+    raise AssertionError("embed did not raise")
+
+
+def pull_raises_with_how_models_arrive():
+    try:
+        client().pull("llama3")
+    except ollama.ResponseError as e:
+        assert e.status_code == 400 and "--model" in e.error, str(e)
+        return
+    raise AssertionError("pull did not raise")
+
+
+CASES = [
+    chat,
+    streamed_chat,
+    generate,
+    structured_chat,
+    list_names_the_model,
+    show_gives_template_and_model_info,
+    embed_raises_not_implemented,
+    pull_raises_with_how_models_arrive,
+]
+
+
+def main():
+    failed = 0
+    for case in CASES:
+        try:
+            case()
+            print(f"ok {case.__name__}", flush=True)
+        except Exception:
+            failed += 1
+            print(f"FAIL {case.__name__}: {traceback.format_exc()}", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
