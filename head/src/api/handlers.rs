@@ -216,7 +216,10 @@ async fn run(
 const INLINE_TOKENIZE_BYTES: usize = 4096;
 
 /// `text` as the model's tokens.
-async fn tokenize(codec: &Arc<ModelCodec>, text: String) -> Result<Vec<TokenId>, ApiError> {
+pub(crate) async fn tokenize(
+    codec: &Arc<ModelCodec>,
+    text: String,
+) -> Result<Vec<TokenId>, ApiError> {
     if text.len() <= INLINE_TOKENIZE_BYTES {
         return Ok(codec.tokenize(&text));
     }
@@ -260,7 +263,7 @@ fn find_model(state: &AppState, req: &CompletionRequest) -> Result<Arc<ModelCode
 }
 
 /// The span every request's logs go to, with a fresh request id.
-fn request_span(endpoint: &'static str, id: &str) -> Span {
+pub(crate) fn request_span(endpoint: &'static str, id: &str) -> Span {
     tracing::info_span!(
         "request",
         id = %id,
@@ -275,7 +278,7 @@ fn request_span(endpoint: &'static str, id: &str) -> Span {
 
 /// A request id unique within this process and unlikely to repeat across
 /// restarts.
-fn next_request_id() -> String {
+pub(crate) fn next_request_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let start = SystemTime::now()
