@@ -21,6 +21,7 @@
 
 pub mod admin;
 pub mod admin_keys;
+pub mod anthropic;
 pub mod auth;
 pub mod browser;
 pub mod error;
@@ -107,8 +108,13 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         .route("/v1/models", get(handlers::models))
         .route("/v1/fleet", get(fleet_view::fleet))
         .merge(ollama::routes())
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         // Only the routes above pass the key check.
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
+        // Errors on the Messages routes, the key check's included, in
+        // Anthropic's shape.
+        .route_layer(middleware::from_fn(anthropic::errors::reshape))
         .route("/", get(status_page::root))
         .route("/health", get(handlers::health))
         .route("/metrics", metrics)

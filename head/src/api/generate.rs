@@ -200,6 +200,11 @@ impl Generation {
         self.usage
     }
 
+    /// The stop string that ended the generation, if one did.
+    pub fn stop_sequence(&self) -> Option<&str> {
+        self.stop.matched()
+    }
+
     /// The next piece of text, or the end. After [`Step::Done`] or an error
     /// it keeps answering [`Step::Done`].
     pub async fn next(&mut self) -> Result<Step, ApiError> {
@@ -327,6 +332,7 @@ impl Generation {
         let outcome = match self.finish {
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
         };
         self.span.record("outcome", outcome);
         self.span.in_scope(|| {

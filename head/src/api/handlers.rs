@@ -222,7 +222,7 @@ async fn run(
 const INLINE_TOKENIZE_BYTES: usize = 4096;
 
 /// `text` as the model's tokens.
-pub(super) async fn tokenize(
+pub(crate) async fn tokenize(
     codec: &Arc<ModelCodec>,
     text: String,
 ) -> Result<Vec<TokenId>, ApiError> {
@@ -272,13 +272,13 @@ fn find_model(state: &AppState, req: &CompletionRequest) -> Result<Arc<ModelCode
 }
 
 /// The span every request's logs go to, with a fresh request id.
-pub(super) fn request_span(endpoint: &'static str, id: &str) -> Span {
+pub(crate) fn request_span(endpoint: &'static str, id: &str) -> Span {
     request_log::span(endpoint, id)
 }
 
 /// A request id unique within this process and unlikely to repeat across
 /// restarts.
-pub(super) fn next_request_id() -> String {
+pub(crate) fn next_request_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let start = SystemTime::now()

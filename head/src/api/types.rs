@@ -364,7 +364,7 @@ fn stops(value: Option<&Value>) -> Result<Vec<String>, ApiError> {
 }
 
 /// A seed for requests that do not give one.
-fn random_seed() -> u32 {
+pub(crate) fn random_seed() -> u32 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))

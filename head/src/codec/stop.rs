@@ -20,6 +20,8 @@ pub struct StopMatcher {
     stops: Vec<String>,
     held: String,
     stopped: bool,
+    /// The index in `stops` of the stop string that matched.
+    matched: Option<usize>,
 }
 
 impl StopMatcher {
@@ -29,6 +31,7 @@ impl StopMatcher {
             stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
             held: String::new(),
             stopped: false,
+            matched: None,
         }
     }
 
@@ -41,9 +44,10 @@ impl StopMatcher {
             };
         }
         self.held.push_str(text);
-        if let Some(at) = self.first_match() {
+        if let Some((at, which)) = self.first_match() {
             self.held.truncate(at);
             self.stopped = true;
+            self.matched = Some(which);
             return StopOutput {
                 text: std::mem::take(&mut self.held),
                 stopped: true,
@@ -68,6 +72,13 @@ impl StopMatcher {
         self.stopped
     }
 
+    /// The stop string that matched, if one has.
+    pub fn matched(&self) -> Option<&str> {
+        self.matched
+            .and_then(|i| self.stops.get(i))
+            .map(String::as_str)
+    }
+
     /// The byte offset of the stop string in the held text that is
     /// complete first (of two complete at the same place, the longer).
     ///
@@ -75,12 +86,14 @@ impl StopMatcher {
     /// the same however the text was split: a stop string inside a longer
     /// one is caught as soon as it is complete, before the longer one could
     /// be, whether the rest arrives in the same piece or a later one.
-    fn first_match(&self) -> Option<usize> {
+    /// With it, the index of that stop string.
+    fn first_match(&self) -> Option<(usize, usize)> {
         self.stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()).map(|at| (at + s.len(), at)))
+            .enumerate()
+            .filter_map(|(i, s)| self.held.find(s.as_str()).map(|at| (at + s.len(), at, i)))
             .min()
-            .map(|(_, at)| at)
+            .map(|(_, at, i)| (at, i))
     }
 
     /// The length of the longest end of the held text that is the start of

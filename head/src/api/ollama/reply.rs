@@ -125,6 +125,9 @@ fn reason(finish: FinishReason) -> &'static str {
     match finish {
         FinishReason::Stop => "stop",
         FinishReason::Length => "length",
+        // Tool calls are refused on /api/chat; were one to end a
+        // generation, Ollama reports it as a plain stop.
+        FinishReason::ToolCalls => "stop",
     }
 }
 

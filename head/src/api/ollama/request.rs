@@ -178,6 +178,8 @@ impl ChatRequest {
             messages.push(RequestMessage {
                 role: m.role.clone(),
                 content: Value::String(m.content.clone().unwrap_or_default()),
+                tool_calls: Value::Null,
+                tool_call_id: None,
             });
         }
         req.messages = Some(messages);
@@ -228,11 +230,15 @@ impl GenerateRequest {
                 messages.push(RequestMessage {
                     role: "system".into(),
                     content: Value::String(system.clone()),
+                    tool_calls: Value::Null,
+                    tool_call_id: None,
                 });
             }
             messages.push(RequestMessage {
                 role: "user".into(),
                 content: Value::String(prompt),
+                tool_calls: Value::Null,
+                tool_call_id: None,
             });
             req.messages = Some(messages);
         }

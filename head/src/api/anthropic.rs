@@ -1,0 +1,132 @@
+//! Anthropic's Messages API as a codec on the one generation path:
+//! `POST /v1/messages` and `POST /v1/messages/count_tokens`, behind the
+//! same key check, limits, metrics and logging as the OpenAI routes.
+//!
+//! - [`request`]: the request bodies and their validation.
+//! - [`blocks`]: content blocks to text.
+//! - [`wire`]: the answer's serde types.
+//! - [`answer`]: one `message`, or Anthropic's server-sent events.
+//! - [`errors`]: Anthropic's error shape, and the layer that gives it to
+//!   every error on these routes.
+
+pub mod answer;
+pub mod blocks;
+pub mod errors;
+pub mod request;
+pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use super::auth::{self, Caller};
+use super::extract::ApiJson;
+use super::generate::Generation;
+use super::handlers::{next_request_id, request_span, tokenize};
+use super::request_metrics::RequestModel;
+use super::{ApiError, AppState};
+use crate::codec::ModelCodec;
+use answer::Reply;
+use axum::extract::State;
+use axum::response::Response;
+use axum::{Extension, Json};
+use request::{Conversation, CountTokensRequest, MessagesRequest};
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::{Instrument, Span};
+use wire::TokenCount;
+
+/// `POST /v1/messages`.
+pub async fn messages(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    counted: Option<Extension<RequestModel>>,
+    ApiJson(req): ApiJson<MessagesRequest>,
+) -> Result<Response, ApiError> {
+    let received = Instant::now();
+    let id = next_request_id();
+    let span = request_span("messages", &id);
+    let inner = span.clone();
+    let work = async move {
+        let codec = admit_model(&state, req.model_id()?, caller.as_ref(), counted.as_ref())?;
+        if let Some(user) = req.user_id() {
+            tracing::info!(user_id = %user, "metadata.user_id");
+        }
+        let conversation = req.conversation()?;
+        let params = req.params()?;
+        let prompt = tokenize(&codec, render(&codec, conversation)?).await?;
+        let mut generation = Generation::start(
+            &state,
+            received,
+            codec.clone(),
+            prompt,
+            &params,
+            "messages",
+            inner,
+        )
+        .await?;
+        auth::meter(caller.as_ref(), &mut generation);
+        let reply = Reply {
+            id: format!("msg_{id}"),
+            model: codec.id().to_owned(),
+        };
+        if params.stream {
+            answer::stream(generation, reply).await
+        } else {
+            answer::complete(generation, reply).await
+        }
+    };
+    work.instrument(span).await
+}
+
+/// `POST /v1/messages/count_tokens`: the prompt's length in tokens as the
+/// model's chat template renders it.
+pub async fn count_tokens(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    counted: Option<Extension<RequestModel>>,
+    ApiJson(req): ApiJson<CountTokensRequest>,
+) -> Result<Json<TokenCount>, ApiError> {
+    let id = next_request_id();
+    let span = request_span("count_tokens", &id);
+    let work = async move {
+        let codec = admit_model(&state, req.model_id()?, caller.as_ref(), counted.as_ref())?;
+        let prompt = tokenize(&codec, render(&codec, req.conversation()?)?).await?;
+        let input_tokens = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
+        Ok(Json(TokenCount { input_tokens }))
+    };
+    work.instrument(span).await
+}
+
+/// The prompt text: the chat with the assistant turn opened, followed by
+/// the text of a last assistant turn, which the answer continues.
+fn render(codec: &ModelCodec, conversation: Conversation) -> Result<String, ApiError> {
+    let mut text = codec.render_chat(&conversation.messages)?;
+    if let Some(prefill) = conversation.prefill {
+        text.push_str(&prefill);
+    }
+    Ok(text)
+}
+
+/// The codec of the requested model once the caller's key may use it; the
+/// request's metrics are labelled with it from here on.
+fn admit_model(
+    state: &AppState,
+    id: &str,
+    caller: Option<&Extension<Caller>>,
+    counted: Option<&Extension<RequestModel>>,
+) -> Result<Arc<ModelCodec>, ApiError> {
+    Span::current().record("model", id);
+    let codec = state
+        .catalog
+        .get(id)
+        .cloned()
+        .ok_or_else(|| ApiError::UnknownModel {
+            model: id.to_owned(),
+            served: state.catalog.ids(),
+        })?;
+    if let Some(Extension(counted)) = counted {
+        counted.set(codec.id());
+    }
+    auth::check_model(caller, codec.id())?;
+    Ok(codec)
+}
