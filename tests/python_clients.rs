@@ -11,7 +11,7 @@ use crate::support::{Server, MODEL};
 const KEY: &str = "sk-sf-python-client-test";
 
 /// The virtualenv's python, as `scripts/setup` makes it.
-fn venv_python() -> PathBuf {
+pub fn venv_python() -> PathBuf {
     let home = std::env::var("SUPERFLUID_HOME").unwrap_or_else(|_| {
         format!(
             "{}/.cache/superfluid",

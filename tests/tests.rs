@@ -21,4 +21,5 @@ mod serve_completions;
 mod serve_errors;
 mod serve_shutdown;
 mod serve_structured;
+mod serve_tools;
 mod stop_support;
