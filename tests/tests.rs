@@ -24,6 +24,7 @@ mod serve_completions;
 mod serve_errors;
 mod serve_shutdown;
 mod serve_structured;
+mod serve_tools;
 mod status_page;
 mod stop_support;
 mod top;

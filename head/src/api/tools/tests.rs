@@ -146,3 +146,88 @@ fn streamed_text_holds_back_only_what_may_start_a_call() {
     );
     assert!(pieces("", 4).is_empty());
 }
+
+fn weather_tools() -> ToolSet {
+    match set(weather(), Value::Null) {
+        Ok(Some(tools)) => tools,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_call_is_sent_as_openai_deltas_after_the_text_before_it() {
+    use crate::api::flow_tests::{finished, generation, sse_data, started};
+    use crate::api::respond::{Envelope, Flavor};
+    use crate::api::tests::MODEL;
+    let text = "Let me check. <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+    let (generation, _) = generation(
+        text,
+        finished(superfluid_proto::FinishReason::Stop, 30),
+        &[],
+    );
+    let envelope = Envelope::new(Flavor::Chat, MODEL, "t9");
+    let response = super::respond::stream(generation, envelope, false, weather_tools()).await;
+    let events = sse_data(started(response)).await;
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events
+        .iter()
+        .filter_map(|e| serde_json::from_str(e).ok())
+        .collect();
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(content, "Let me check. ");
+    let calls: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0))
+        .collect();
+    assert_eq!(calls[0]["index"], 0);
+    assert_eq!(calls[0]["type"], "function");
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    assert_eq!(calls[0]["function"]["arguments"], "");
+    assert!(calls[0]["id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("call_")));
+    let arguments: String = calls[1..]
+        .iter()
+        .map(|c| {
+            assert!(
+                c.get("id").is_none() && c["function"].get("name").is_none(),
+                "{c}"
+            );
+            c["function"]["arguments"].as_str().unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(arguments, "{\"city\":\"Paris\"}");
+    let finishes: Vec<&Value> = chunks
+        .iter()
+        .map(|c| &c["choices"][0]["finish_reason"])
+        .filter(|f| !f.is_null())
+        .collect();
+    assert_eq!(finishes, [&json!("tool_calls")]);
+}
+
+#[tokio::test]
+async fn a_call_cut_by_the_token_limit_is_answered_as_text() {
+    use crate::api::flow_tests::{finished, generation, json_body};
+    use crate::api::respond::{Envelope, Flavor};
+    use crate::api::tests::MODEL;
+    let text = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"ci";
+    let (generation, _) = generation(
+        text,
+        finished(superfluid_proto::FinishReason::Length, 12),
+        &[],
+    );
+    let envelope = Envelope::new(Flavor::Chat, MODEL, "t10");
+    let body = match super::respond::complete(generation, envelope, &weather_tools()).await {
+        Ok(response) => json_body(response).await,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(body["choices"][0]["message"]["content"], text);
+    assert!(
+        body["choices"][0]["message"].get("tool_calls").is_none(),
+        "{body}"
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "length");
+}
