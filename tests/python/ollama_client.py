@@ -13,7 +13,10 @@ import ollama
 
 HOST = os.environ["SUPERFLUID_OLLAMA_HOST"]
 MODEL = os.environ["SUPERFLUID_TEST_MODEL"]
-MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
+MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
 GREEDY = {"temperature": 0, "num_predict": 24}
 
 
@@ -37,7 +40,12 @@ def streamed_chat():
 
 
 def generate():
-    answer = client().generate(model=MODEL, prompt="What is the capital of France?", options=GREEDY)
+    answer = client().generate(
+        model=MODEL,
+        prompt="What is the capital of France?",
+        system="You are a helpful assistant.",
+        options=GREEDY,
+    )
     assert "Paris" in answer.response, f"no Paris in {answer.response!r}"
     assert answer.total_duration and answer.total_duration > 0, answer
 
