@@ -3,6 +3,7 @@
 
 mod support;
 
+mod anthropic_api;
 mod browser;
 mod fleet_mdns;
 mod fleet_membership;

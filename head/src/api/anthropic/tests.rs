@@ -249,3 +249,70 @@ async fn a_failure_mid_stream_is_an_error_event() {
     assert_eq!(name, "error");
     assert!(anthropic_error(data, "api_error").contains("node crashed"));
 }
+
+/// The answer of `request` to a head whose keys are `keys`.
+async fn send_with_keys(keys: crate::keys::Keys, request: Request<Body>) -> Response {
+    let app = crate::api::router_with_keys(
+        crate::api::AppState {
+            catalog: crate::api::tests::catalog(),
+            fleet: crate::fleet::Fleet::new(),
+        },
+        keys,
+    );
+    match tower::ServiceExt::oneshot(app, request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+async fn body_of(response: Response) -> Value {
+    let bytes = match response.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => panic!("{e}"),
+    };
+    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn the_shared_layers_429_and_403_come_in_anthropics_shape() {
+    use crate::keys::{Keys, NewKey};
+    let dir = std::env::temp_dir().join(format!(
+        "superfluid-anthropic-limits-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let keys = Keys::open(&dir, &[]).expect("opening the keys");
+    let (limited, _) = keys
+        .create(NewKey {
+            name: "ivy".into(),
+            rpm: Some(1),
+            ..NewKey::default()
+        })
+        .expect("creating a limited key");
+    let (elsewhere, _) = keys
+        .create(NewKey {
+            name: "oak".into(),
+            models: Some(vec!["another-model".into()]),
+            ..NewKey::default()
+        })
+        .expect("creating a key for another model");
+    let count = json!({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]});
+    let with_key = |key: &str| {
+        let mut request = post("/v1/messages/count_tokens", &count);
+        if let Ok(value) = key.parse() {
+            request.headers_mut().insert("x-api-key", value);
+        }
+        request
+    };
+    let first = send_with_keys(keys.clone(), with_key(&limited)).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = send_with_keys(keys.clone(), with_key(&limited)).await;
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(second.headers().contains_key("retry-after"));
+    let message = anthropic_error(&body_of(second).await, "rate_limit_error");
+    assert!(message.contains("ivy"), "{message}");
+    let denied = send_with_keys(keys.clone(), with_key(&elsewhere)).await;
+    assert_eq!(denied.status(), StatusCode::FORBIDDEN);
+    anthropic_error(&body_of(denied).await, "permission_error");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,130 @@
+"""Drives a running superfluid with the official anthropic Python client.
+
+Reads SUPERFLUID_BASE_URL (the head's address, without /v1),
+SUPERFLUID_TEST_KEY and SUPERFLUID_TEST_MODEL from the environment. Each
+case is a function named in CASES; each prints `ok NAME` or `FAIL NAME: why`,
+and the script exits non-zero when any failed.
+"""
+
+import os
+import sys
+import traceback
+
+import anthropic
+
+BASE_URL = os.environ["SUPERFLUID_BASE_URL"]
+KEY = os.environ["SUPERFLUID_TEST_KEY"]
+MODEL = os.environ["SUPERFLUID_TEST_MODEL"]
+SYSTEM = "You are a helpful assistant."
+QUESTION = {"role": "user", "content": "What is the capital of France?"}
+# This client has no `temperature` argument; the field goes in the body.
+GREEDY = {"temperature": 0}
+
+
+def client(api_key=KEY):
+    # No retries: a refusal must surface as the client's exception at once.
+    return anthropic.Anthropic(
+        base_url=BASE_URL, api_key=api_key, max_retries=0, timeout=60
+    )
+
+
+def messages_create():
+    message = client().messages.create(
+        model=MODEL, max_tokens=32, extra_body=GREEDY, system=SYSTEM, messages=[QUESTION]
+    )
+    assert message.type == "message", message
+    assert message.role == "assistant", message
+    assert message.content[0].type == "text", message
+    assert "Paris" in message.content[0].text, message
+    assert message.stop_reason in ("end_turn", "max_tokens"), message
+    assert message.usage.input_tokens > 10, message.usage
+    assert message.usage.output_tokens > 0, message.usage
+
+
+def messages_stream():
+    with client().messages.stream(
+        model=MODEL, max_tokens=32, extra_body=GREEDY, system=SYSTEM, messages=[QUESTION]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert "Paris" in text, text
+    assert final.content[0].text == text, (final, text)
+    assert final.stop_reason in ("end_turn", "max_tokens"), final
+    assert final.usage.output_tokens > 0, final.usage
+
+
+def second_turn_reads_the_cache():
+    first = client().messages.create(
+        model=MODEL, max_tokens=24, extra_body=GREEDY, system=SYSTEM, messages=[QUESTION]
+    )
+    turns = [
+        QUESTION,
+        {"role": "assistant", "content": first.content[0].text},
+        {"role": "user", "content": "And of Italy?"},
+    ]
+    second = client().messages.create(
+        model=MODEL, max_tokens=16, extra_body=GREEDY, system=SYSTEM, messages=turns
+    )
+    assert (second.usage.cache_read_input_tokens or 0) > 0, second.usage
+
+
+def count_tokens():
+    counted = client().messages.count_tokens(
+        model=MODEL, system=SYSTEM, messages=[QUESTION]
+    )
+    assert counted.input_tokens > 10, counted
+
+
+def unknown_field_raises_bad_request():
+    try:
+        client().messages.create(
+            model=MODEL,
+            max_tokens=4,
+            messages=[QUESTION],
+            extra_body={"frequency_penalty": 1},
+        )
+    except anthropic.BadRequestError as error:
+        assert error.status_code == 400, error.status_code
+        assert "frequency_penalty" in str(error), str(error)
+        return
+    raise AssertionError("the request was answered")
+
+
+def wrong_key_raises_authentication_error():
+    try:
+        client("sk-sf-" + "0" * 64).messages.create(
+            model=MODEL, max_tokens=4, messages=[QUESTION]
+        )
+    except anthropic.AuthenticationError as error:
+        assert error.status_code == 401, error.status_code
+        assert "not valid" in str(error), str(error)
+        return
+    raise AssertionError("the request was answered")
+
+
+CASES = [
+    messages_create,
+    messages_stream,
+    second_turn_reads_the_cache,
+    count_tokens,
+    unknown_field_raises_bad_request,
+    wrong_key_raises_authentication_error,
+]
+
+
+def main():
+    print(f"anthropic {anthropic.__version__} against {BASE_URL}")
+    failed = 0
+    for case in CASES:
+        try:
+            case()
+        except Exception:
+            failed += 1
+            print(f"FAIL {case.__name__}:\n{traceback.format_exc()}")
+        else:
+            print(f"ok {case.__name__}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
