@@ -35,6 +35,10 @@ pub enum Command {
     /// Manage the API keys clients use: create, list, revoke.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Appends to a session database from many writers, printing each
+    /// acknowledged event: the subject of the crash test.
+    #[command(hide = true)]
+    SessionsWriter(crate::sessions_writer::Flags),
 }
 
 impl Command {
@@ -44,7 +48,10 @@ impl Command {
             Command::Serve(flags) => Some(&flags.engine),
             Command::Node(flags) => Some(&flags.engine),
             Command::Fleet(FleetCommand::Join { engine, .. }) => Some(engine),
-            Command::Head(_) | Command::Fleet(_) | Command::Keys(_) => None,
+            Command::Head(_)
+            | Command::Fleet(_)
+            | Command::Keys(_)
+            | Command::SessionsWriter(_) => None,
         }
     }
 }

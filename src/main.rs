@@ -12,6 +12,7 @@ mod node_cmd;
 mod node_metrics;
 mod runtime;
 mod serve;
+mod sessions_writer;
 
 use clap::Parser;
 
@@ -45,6 +46,7 @@ fn main() -> std::process::ExitCode {
             cli::Command::Node(flags) => node_cmd::run(flags).await,
             cli::Command::Fleet(command) => fleet_cmd::run(command).await,
             cli::Command::Keys(command) => keys_cmd::run(command).await,
+            cli::Command::SessionsWriter(flags) => sessions_writer::run(flags).await,
         }
     });
     match result {

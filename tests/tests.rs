@@ -21,4 +21,6 @@ mod serve_completions;
 mod serve_errors;
 mod serve_shutdown;
 mod serve_structured;
+mod sessions_corruption;
+mod sessions_crash;
 mod stop_support;
