@@ -40,6 +40,10 @@ pub enum Command {
     /// Watch the fleet in the terminal: nodes, load, speeds and recent
     /// requests, refreshed every second; `q` quits.
     Top(TopFlags),
+    /// Appends to a session database from many writers, printing each
+    /// acknowledged event: the subject of the crash test.
+    #[command(hide = true)]
+    SessionsWriter(crate::sessions_writer::Flags),
 }
 
 impl Command {
@@ -49,7 +53,11 @@ impl Command {
             Command::Serve(flags) => Some(&flags.engine),
             Command::Node(flags) => Some(&flags.engine),
             Command::Fleet(FleetCommand::Join { engine, .. }) => Some(engine),
-            Command::Head(_) | Command::Fleet(_) | Command::Keys(_) | Command::Top(_) => None,
+            Command::Head(_)
+            | Command::Fleet(_)
+            | Command::Keys(_)
+            | Command::Top(_)
+            | Command::SessionsWriter(_) => None,
         }
     }
 

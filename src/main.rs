@@ -13,6 +13,7 @@ mod node_cmd;
 mod node_metrics;
 mod runtime;
 mod serve;
+mod sessions_writer;
 mod top;
 
 use clap::Parser;
@@ -37,6 +38,7 @@ fn main() -> std::process::ExitCode {
             cli::Command::Fleet(command) => fleet_cmd::run(command).await,
             cli::Command::Keys(command) => keys_cmd::run(command).await,
             cli::Command::Top(flags) => top::run(flags).await,
+            cli::Command::SessionsWriter(flags) => sessions_writer::run(flags).await,
         }
     });
     match result {

@@ -26,6 +26,8 @@ mod serve_errors;
 mod serve_shutdown;
 mod serve_structured;
 mod serve_tools;
+mod sessions_corruption;
+mod sessions_crash;
 mod status_page;
 mod stop_support;
 mod top;

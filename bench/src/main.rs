@@ -15,6 +15,10 @@
 //!
 //! `models`: a model file from the head to a node over Link F against a
 //! plain loopback TCP copy of the same file.
+//!
+//! `sessions`: durable appends through the session store's group commit
+//! against each append in its own SQLite transaction, the store's start-up
+//! on 1M events, and memory per idle session.
 #![forbid(unsafe_code)]
 
 mod http;
@@ -24,6 +28,7 @@ mod measure;
 mod models;
 mod report;
 mod routing;
+mod sessions;
 mod stats;
 mod workload;
 
@@ -47,6 +52,8 @@ enum Command {
     Routing(RoutingArgs),
     /// Model transfer head -> node over Link F vs. a loopback TCP copy.
     Models(ModelsArgs),
+    /// Session store appends with group commit vs. one transaction each.
+    Sessions(sessions::SessionsArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -174,6 +181,18 @@ fn main() -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 routing::report::print_table(&report);
+            }
+            Ok(())
+        }
+        Command::Sessions(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let report = runtime.block_on(sessions::run(&args))?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                sessions::print_table(&report);
             }
             Ok(())
         }

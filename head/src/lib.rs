@@ -18,6 +18,8 @@
 //! - [`routing`]: the index of which node holds which cached prompt blocks,
 //!   the load each node carries, and the policies that pick a node.
 //! - [`server`]: starting a head: codecs, Link F listener, HTTP.
+//! - [`sessions`]: the conversations the head keeps, in SQLite with group
+//!   commit.
 #![forbid(unsafe_code)]
 
 pub mod api;
@@ -28,3 +30,4 @@ pub mod membership;
 pub mod metrics;
 pub mod routing;
 pub mod server;
+pub mod sessions;

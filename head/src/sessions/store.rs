@@ -1,0 +1,185 @@
+//! [`SessionStore`]: the handle the head uses. Changes go to the writer
+//! and return once committed; reads go to the reader pool.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use super::error::SessionError;
+use super::history::Db;
+use super::hot::{GenerationGuard, Hot};
+use super::ops::{self, Writer};
+use super::read::{self, Readers};
+use super::types::{Event, EventId, EventKind, Meta, MetaPatch, SessionId, SessionInfo};
+use super::writer::{self, Job, Shared};
+
+/// The session store: cheap to clone, all clones share one writer.
+#[derive(Debug, Clone)]
+pub struct SessionStore {
+    jobs: mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+    readers: Readers,
+    hot: Hot,
+}
+
+impl SessionStore {
+    /// Opens (or creates) the database at `path`: refuses a damaged file
+    /// with [`SessionError::Corrupt`], then starts the writer thread.
+    pub fn open(path: &Path) -> Result<SessionStore, SessionError> {
+        let conn = super::open::open_writer(path)?;
+        let shared = Arc::new(Shared {
+            path: path.to_owned(),
+            stopped: OnceLock::new(),
+        });
+        let jobs = writer::spawn(conn, shared.clone()).map_err(|e| SessionError::Stopped {
+            path: path.to_owned(),
+            reason: format!("the writer thread could not start: {e}"),
+        })?;
+        Ok(SessionStore {
+            jobs,
+            shared,
+            readers: Readers::new(path.to_owned()),
+            hot: Hot::default(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &PathBuf {
+        &self.shared.path
+    }
+
+    async fn write<R, F>(&self, f: F) -> Result<R, SessionError>
+    where
+        R: Send + 'static,
+        F: FnOnce(Db<'_>, &Hot) -> Result<R, SessionError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let hot = self.hot.clone();
+        let job = writer::job(move |db| f(db, &hot), reply);
+        if self.jobs.send(job).await.is_err() {
+            return Err(self.shared.stopped_error());
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(self.shared.stopped_error()))
+    }
+
+    /// A new session; its first event (`created`) holds `body`.
+    pub async fn create(
+        &self,
+        body: Value,
+        meta: Meta,
+    ) -> Result<(SessionInfo, Event), SessionError> {
+        self.write(move |db, _| ops::create(db, body, &meta)).await
+    }
+
+    /// Appends an event from a client; refused while the session generates.
+    pub async fn append(
+        &self,
+        session: SessionId,
+        kind: EventKind,
+        body: Value,
+    ) -> Result<Event, SessionError> {
+        self.write(move |db, hot| ops::append(db, hot, session, kind, body, Writer::Client))
+            .await
+    }
+
+    /// Appends an event of the generation holding the session.
+    pub async fn append_generated(
+        &self,
+        guard: &GenerationGuard,
+        kind: EventKind,
+        body: Value,
+    ) -> Result<Event, SessionError> {
+        let session = guard.session();
+        self.write(move |db, hot| ops::append(db, hot, session, kind, body, Writer::Generation))
+            .await
+    }
+
+    /// Marks the session as generating until the guard drops; busy if it is.
+    pub async fn begin_generation(
+        &self,
+        session: SessionId,
+    ) -> Result<GenerationGuard, SessionError> {
+        self.get(session).await?;
+        self.hot.begin(session)
+    }
+
+    /// A fork of `parent` sharing its history up to and including `at`.
+    pub async fn fork(
+        &self,
+        parent: SessionId,
+        at: EventId,
+    ) -> Result<(SessionInfo, Event), SessionError> {
+        self.write(move |db, _| ops::fork(db, parent, at)).await
+    }
+
+    /// Drops the events after `at`, if `expected` (when given) is current.
+    pub async fn trim(
+        &self,
+        session: SessionId,
+        at: EventId,
+        expected: Option<i64>,
+    ) -> Result<SessionInfo, SessionError> {
+        self.write(move |db, hot| ops::trim(db, hot, session, at, expected))
+            .await
+    }
+
+    /// Removes the session (and with `cascade` its forks); the ids removed.
+    pub async fn purge(
+        &self,
+        session: SessionId,
+        expected: Option<i64>,
+        cascade: bool,
+    ) -> Result<Vec<SessionId>, SessionError> {
+        self.write(move |db, hot| ops::purge(db, hot, session, expected, cascade))
+            .await
+    }
+
+    /// Changes metadata if `expected` is the session's version.
+    pub async fn update_meta(
+        &self,
+        session: SessionId,
+        expected: i64,
+        patch: MetaPatch,
+    ) -> Result<SessionInfo, SessionError> {
+        self.write(move |db, _| ops::update_meta(db, session, expected, patch))
+            .await
+    }
+
+    /// One session.
+    pub async fn get(&self, session: SessionId) -> Result<SessionInfo, SessionError> {
+        self.readers.read(move |db| read::get(db, session)).await
+    }
+
+    /// Sessions after `after` in id order, at most `limit`.
+    pub async fn list(
+        &self,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> Result<Vec<SessionInfo>, SessionError> {
+        self.readers
+            .read(move |db| read::list(db, after, limit))
+            .await
+    }
+
+    /// The tree of forks the session belongs to.
+    pub async fn tree(&self, session: SessionId) -> Result<Vec<SessionInfo>, SessionError> {
+        self.readers.read(move |db| read::tree(db, session)).await
+    }
+
+    /// History events after `cursor` (a `seq`; 0 for the start), at most
+    /// `limit`, and the cursor that continues after them.
+    pub async fn events(
+        &self,
+        session: SessionId,
+        cursor: i64,
+        limit: usize,
+    ) -> Result<(Vec<Event>, i64), SessionError> {
+        self.readers
+            .read(move |db| read::events(db, session, cursor, limit))
+            .await
+    }
+}
