@@ -4,6 +4,7 @@
 mod support;
 
 mod browser;
+mod fleet_failover;
 mod fleet_mdns;
 mod fleet_membership;
 mod fleet_routing;

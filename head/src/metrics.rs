@@ -22,6 +22,9 @@ use prometheus::{
 };
 
 use crate::routing::{Reason, RoutePolicy};
+pub use failover::FailoverMetrics;
+
+mod failover;
 
 /// Buckets (seconds) for time to first token, request duration and queue
 /// wait: a cached prompt's first token in milliseconds, a long prompt on a
@@ -92,6 +95,8 @@ pub struct Metrics {
     queue: HistogramVec,
     reconnects: IntCounterVec,
     link_refusals: IntCounterVec,
+    /// Generations moved off lost or stalled nodes.
+    pub failover: FailoverMetrics,
     /// Node names that have joined, to tell a reconnect from a first join.
     joined: Mutex<HashSet<String>>,
 }
@@ -219,6 +224,7 @@ impl Default for Metrics {
                 "Node connections closed before joining: failed TLS handshake, no valid hello, another protocol version.",
                 &["reason"],
             ),
+            failover: FailoverMetrics::new(&r),
             registry: r,
             joined: Mutex::default(),
         }
@@ -304,7 +310,7 @@ impl Metrics {
 
     /// The names of every family registered here, series or not.
     pub fn names(&self) -> Vec<String> {
-        let collectors: [&dyn Collector; 14] = [
+        let collectors: [&dyn Collector; 17] = [
             &self.requests,
             &self.decisions,
             &self.predicted_cached_tokens,
@@ -319,6 +325,9 @@ impl Metrics {
             &self.queue,
             &self.reconnects,
             &self.link_refusals,
+            &self.failover.moves,
+            &self.failover.detection,
+            &self.failover.gap,
         ];
         let mut names: Vec<String> = collectors
             .iter()
