@@ -154,6 +154,15 @@ impl Relay {
         let Some(left) = self.first.max_tokens.checked_sub(done).filter(|n| *n > 0) else {
             return Err(Stuck::Complete);
         };
+        // The next node's grammar would start from the beginning of the
+        // answer, not from where the text stands: refuse rather than let it
+        // constrain the rest as if it were the start.
+        if self.first.constraint.is_some() && !generated.is_empty() {
+            return Err(Stuck::Failed(gave_up(
+                lost,
+                "a constrained answer cannot yet continue on another node".into(),
+            )));
+        }
         if self.moves >= MAX_MOVES {
             return Err(Stuck::Failed(gave_up(
                 lost,
