@@ -228,6 +228,10 @@ pub struct NodeFlags {
     /// `http://ADDR/metrics` (the head's /metrics covers the fleet).
     #[arg(long, env = "SUPERFLUID_NODE_METRICS")]
     pub metrics: Option<SocketAddr>,
+    /// Serve the model with the fake engine (modelled costs, deterministic
+    /// tokens, no model computed), for fleet tests and benchmarks.
+    #[arg(long, hide = true)]
+    pub fake_engine: bool,
     #[command(flatten)]
     pub engine: EngineFlags,
 }

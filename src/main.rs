@@ -5,6 +5,7 @@
 mod admin_client;
 mod cli;
 mod engine;
+mod fake_node;
 mod fleet_cmd;
 mod head_cmd;
 mod keys_cmd;

@@ -116,6 +116,9 @@ pub async fn run(flags: NodeFlags) -> Result<()> {
         join_only: false,
     };
     tracing::info!(fleet = %credential.fleet_id, name = %credential.name, "starting the node");
+    if flags.fake_engine {
+        return crate::fake_node::run(agent, flags.engine).await;
+    }
     run_agent(agent, flags.engine, flags.metrics).await
 }
 

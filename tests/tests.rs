@@ -5,6 +5,7 @@ mod support;
 
 mod anthropic_api;
 mod browser;
+mod fleet_failover;
 mod fleet_mdns;
 mod fleet_membership;
 mod fleet_overload;

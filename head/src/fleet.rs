@@ -215,6 +215,17 @@ impl Fleet {
         sent
     }
 
+    /// [`Fleet::generate`] for a generation moved off a node that was lost
+    /// or stalled: any node but those in `skip` (node ids). The caller
+    /// counts it.
+    pub async fn take_over(
+        &self,
+        request: &mut GenerateRequest,
+        skip: &[String],
+    ) -> Result<RemoteGeneration, FleetError> {
+        self.generate_except(request, skip).await
+    }
+
     async fn generate_except(
         &self,
         request: &mut GenerateRequest,

@@ -22,6 +22,9 @@ use prometheus::{
 };
 
 use crate::routing::{Reason, RoutePolicy};
+pub use failover::FailoverMetrics;
+
+mod failover;
 
 mod overload;
 pub use overload::{OverloadMetrics, Refusal};
@@ -97,6 +100,8 @@ pub struct Metrics {
     link_refusals: IntCounterVec,
     /// Requests refused with 429 and generations cancelled on their node.
     pub overload: OverloadMetrics,
+    /// Generations moved off lost or stalled nodes.
+    pub failover: FailoverMetrics,
     /// Node names that have joined, to tell a reconnect from a first join.
     joined: Mutex<HashSet<String>>,
 }
@@ -225,6 +230,7 @@ impl Default for Metrics {
                 &["reason"],
             ),
             overload: OverloadMetrics::new(&r),
+            failover: FailoverMetrics::new(&r),
             registry: r,
             joined: Mutex::default(),
         }
@@ -310,7 +316,7 @@ impl Metrics {
 
     /// The names of every family registered here, series or not.
     pub fn names(&self) -> Vec<String> {
-        let collectors: [&dyn Collector; 14] = [
+        let collectors: [&dyn Collector; 17] = [
             &self.requests,
             &self.decisions,
             &self.predicted_cached_tokens,
@@ -325,6 +331,9 @@ impl Metrics {
             &self.queue,
             &self.reconnects,
             &self.link_refusals,
+            &self.failover.moves,
+            &self.failover.detection,
+            &self.failover.gap,
         ];
         let mut names: Vec<String> = collectors
             .iter()

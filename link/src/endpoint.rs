@@ -11,11 +11,14 @@ use std::{
 /// The server name nodes put in their TLS hello. It is not checked: the head is pinned by key.
 pub const SERVER_NAME: &str = "superfluid";
 
-/// How often an idle connection sends a keep-alive.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(2);
+/// How often an idle connection sends a keep-alive: three fit in
+/// [`IDLE_TIMEOUT`], so one lost packet does not drop a healthy peer.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
 
-/// How long a silent connection lives before it is considered lost.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a silent connection lives before it is considered lost. A node
+/// killed or cut off mid-answer is noticed this long after its last packet,
+/// and its generations move to another node (see `docs/operations.md`).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Streams one side may have open towards the other (one per generation).
 const MAX_STREAMS: u32 = 4096;
@@ -28,7 +31,7 @@ const ACK_ELICITING_THRESHOLD: u32 = 4;
 pub fn transport_config(peer_on_this_machine: bool) -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     t.keep_alive_interval(Some(KEEP_ALIVE));
-    // 10 s always fits in a QUIC varint of milliseconds.
+    // 3 s always fits in a QUIC varint of milliseconds.
     t.max_idle_timeout(quinn::IdleTimeout::try_from(IDLE_TIMEOUT).ok());
     t.max_concurrent_bidi_streams(MAX_STREAMS.into());
     t.max_concurrent_uni_streams(0u32.into());

@@ -7,14 +7,16 @@ use super::recent::{self, RequestNote};
 use super::types::Params;
 use super::{ApiError, AppState};
 use crate::codec::{Detokenizer, ModelCodec, StopMatcher};
-use crate::fleet::{Fleet, FleetError, RemoteGeneration};
+use crate::fleet::{FleetError, RemoteGeneration};
+use failover::{Cause, Relay, Stuck, Watchdog};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
-use superfluid_proto::{GenerateEvent, GenerateRequest, TokenId};
+use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest, TokenId};
 use timing::Timing;
 use tracing::Span;
 
+mod failover;
 mod timing;
 
 /// The prompt must leave room for at least one generated token.
@@ -49,31 +51,26 @@ pub struct Usage {
     pub completion_tokens: u32,
 }
 
-/// How many times a generation is sent to another node when its node is
-/// lost before the first token.
-const MAX_RETRIES: usize = 2;
-
-/// What sending a generation again takes.
-struct Retry {
-    fleet: Fleet,
-    /// The request; each routing sets its slot anew.
-    request: GenerateRequest,
-    /// The nodes (ids) it has been sent to.
-    tried: Vec<String>,
-}
-
 /// A generation running on a node, read as text.
 ///
-/// If the node is lost before the first token (its process stopped, its
-/// connection died), the generation is sent to another node serving the
-/// model, at most [`MAX_RETRIES`] times; the client sees one answer, later.
-/// After the first token it is not: the text so far would be answered twice.
+/// If the node is lost (its process stopped, its connection died) or its
+/// stream stalls, before or after the first token, the generation moves to
+/// another node serving the model, at most [`failover::MAX_MOVES`] times;
+/// the client sees one answer (see [`failover`]).
 ///
 /// Dropping it drops the [`RemoteGeneration`], which cancels the generation
 /// on the node (for example when the client disconnects).
 pub struct Generation {
     remote: Option<Box<dyn EventSource>>,
-    retry: Option<Retry>,
+    relay: Option<Relay>,
+    /// Every token the client has been given text for, across nodes.
+    generated: Vec<TokenId>,
+    watchdog: Watchdog,
+    /// When the current node last sent an event (or was sent the request).
+    last_event: Instant,
+    /// After a move, when the lost node's last token came: the client's
+    /// gap ends at the next node's first token.
+    gap_from: Option<Instant>,
     codec: Arc<ModelCodec>,
     detok: Detokenizer,
     stop: StopMatcher,
@@ -139,16 +136,12 @@ impl Generation {
         timing.dispatched();
         let node = remote.node_name.clone();
         span.record("node", node.as_str());
-        let retry = Retry {
-            fleet: state.fleet.clone(),
-            request,
-            tried: vec![remote.node_id.clone()],
-        };
+        let relay = Relay::new(state.fleet.clone(), request, remote.node_id.clone());
         let mut generation =
             Generation::from_source(Box::new(remote), codec, &params.stop, len, node, span);
         generation.started = started;
         generation.timing = timing;
-        generation.retry = Some(retry);
+        generation.relay = Some(relay);
         generation.param = param;
         generation.note = recent::current();
         if let Some(note) = &generation.note {
@@ -169,7 +162,11 @@ impl Generation {
     ) -> Generation {
         Generation {
             remote: Some(source),
-            retry: None,
+            relay: None,
+            generated: Vec::new(),
+            watchdog: Watchdog::default(),
+            last_event: Instant::now(),
+            gap_from: None,
             codec,
             detok: Detokenizer::new(),
             stop: StopMatcher::new(stop.iter().cloned()),
@@ -212,22 +209,59 @@ impl Generation {
             let Some(remote) = self.remote.as_mut() else {
                 return Ok(Step::Done(self.finish));
             };
-            let event = match remote.next_event().await {
-                Ok(event) => event,
-                Err(err) => {
-                    self.remote = None;
-                    match self.send_elsewhere(err).await {
-                        Ok(()) => continue,
-                        Err(err) => {
-                            self.timing.end();
-                            return Err(err.into());
-                        }
+            let next = remote.next_event();
+            let waited = match self.watchdog.limit() {
+                Some(limit) => tokio::time::timeout(limit, next)
+                    .await
+                    .map_err(|_| (Cause::Stalled, limit)),
+                None => Ok(next.await),
+            };
+            let lost = match waited {
+                Ok(Ok(event)) => Ok(event),
+                Ok(Err(err)) => Err((Cause::NodeLost, err)),
+                Err((cause, limit)) => Err((
+                    cause,
+                    FleetError::NodeLost {
+                        node: self.node.clone(),
+                        reason: format!(
+                            "its stream made no progress for {:.1} s",
+                            limit.as_secs_f64()
+                        ),
+                    },
+                )),
+            };
+            if matches!(lost, Ok(Some(_))) {
+                self.last_event = Instant::now();
+            }
+            let event = match lost {
+                Ok(Some(GenerateEvent::Failed {
+                    kind: FailureKind::Stopped,
+                    message,
+                })) if self.relay.is_some() => {
+                    let node = self.node.clone();
+                    let lost = FleetError::NodeLost {
+                        node,
+                        reason: message,
+                    };
+                    match self.move_on(Cause::NodeStopping, lost).await {
+                        Ok(None) => continue,
+                        Ok(Some(step)) => return Ok(step),
+                        Err(err) => return Err(err),
                     }
                 }
+                Ok(event) => event,
+                Err((cause, err)) => match self.move_on(cause, err).await {
+                    Ok(None) => continue,
+                    Ok(Some(step)) => return Ok(step),
+                    Err(err) => return Err(err),
+                },
             };
             match event {
                 Some(GenerateEvent::Tokens(ids)) => {
                     self.first_token();
+                    self.watchdog.tokens();
+                    self.end_gap();
+                    self.generated.extend_from_slice(&ids);
                     self.timing.tokens(ids.len());
                     let n = u32::try_from(ids.len()).unwrap_or(u32::MAX);
                     self.usage.completion_tokens = self.usage.completion_tokens.saturating_add(n);
@@ -244,16 +278,15 @@ impl Generation {
                     }
                 }
                 Some(GenerateEvent::Finished(outcome)) => {
-                    self.remote = None;
-                    self.finish = outcome.finish.into();
-                    self.usage.prompt_tokens = outcome.prompt_tokens;
-                    self.usage.cached_tokens = outcome.cached_tokens;
-                    self.usage.completion_tokens = outcome.generated_tokens;
-                    self.span.record("cached_tokens", outcome.cached_tokens);
-                    self.detok.finish();
-                    self.log_end();
-                    let rest = self.stop.finish();
-                    if !rest.is_empty() {
+                    if self.moves() == 0 {
+                        self.usage.prompt_tokens = outcome.prompt_tokens;
+                        self.usage.completion_tokens = outcome.generated_tokens;
+                    }
+                    // After a move the node's prompt held the tokens
+                    // generated before it; the client's counts stand.
+                    self.usage.cached_tokens = outcome.cached_tokens.min(self.usage.prompt_tokens);
+                    self.span.record("cached_tokens", self.usage.cached_tokens);
+                    if let Some(rest) = self.end_with(outcome.finish.into()) {
                         return Ok(Step::Text(rest));
                     }
                 }
@@ -280,38 +313,78 @@ impl Generation {
         }
     }
 
-    /// After `lost` ended the generation, sends it to another node if no
-    /// token has come yet. Otherwise the error to answer with: `lost`, or,
-    /// when every node left is draining (as the one that turned it away
-    /// is), that.
-    async fn send_elsewhere(&mut self, lost: FleetError) -> Result<(), FleetError> {
-        if self.seen_first_token || !matches!(lost, FleetError::NodeLost { .. }) {
-            return Err(lost);
-        }
-        let Some(retry) = self.retry.as_mut() else {
-            return Err(lost);
+    /// Moves made so far.
+    fn moves(&self) -> usize {
+        self.relay.as_ref().map_or(0, Relay::moves)
+    }
+
+    /// Ends the generation for `finish`; the text the stop matcher held
+    /// back, if any.
+    fn end_with(&mut self, finish: FinishReason) -> Option<String> {
+        self.remote = None;
+        self.finish = finish;
+        self.detok.finish();
+        self.log_end();
+        Some(self.stop.finish()).filter(|rest| !rest.is_empty())
+    }
+
+    /// After the node was given up for `cause` (`lost` says how), moves the
+    /// generation to another node: `Ok(None)` to read on from there,
+    /// `Ok(Some(step))` when every token asked for had come and only the
+    /// end was lost, or the error to answer with.
+    async fn move_on(&mut self, cause: Cause, lost: FleetError) -> Result<Option<Step>, ApiError> {
+        self.remote = None;
+        let Some(relay) = self.relay.as_mut() else {
+            self.timing.end();
+            return Err(lost.into());
         };
-        if retry.tried.len() > MAX_RETRIES {
-            return Err(lost);
-        }
-        let sent = retry.fleet.retry(&mut retry.request, &retry.tried).await;
-        let _entered = self.span.enter();
-        match sent {
+        let moved = relay.move_on(&self.generated, lost).await;
+        let entered = self.span.enter();
+        match moved {
             Ok(remote) => {
-                tracing::warn!(error = %lost, to = %remote.node_name, "lost the node before the first token; sent the generation to another");
-                retry.tried.push(remote.node_id.clone());
+                let metrics = relay.fleet().metrics();
+                let detection = self.last_event.elapsed().as_secs_f64();
+                metrics.failover.record_move(cause.as_str(), detection);
+                if self.generated.is_empty() {
+                    metrics.record_retried();
+                } else {
+                    self.gap_from = Some(self.last_event);
+                }
+                tracing::warn!(
+                    cause = cause.as_str(),
+                    from = %self.node,
+                    to = %remote.node_name,
+                    generated = self.generated.len(),
+                    "moved the generation to another node"
+                );
                 self.node = remote.node_name.clone();
                 self.span.record("node", self.node.as_str());
                 self.remote = Some(Box::new(remote));
-                Ok(())
+                self.watchdog.restart();
+                self.last_event = Instant::now();
+                Ok(None)
             }
-            Err(error) => {
-                tracing::warn!(error = %lost, retry = %error, "lost the node before the first token, and no other node took the generation");
-                match error {
-                    FleetError::Draining { .. } => Err(error),
-                    _ => Err(lost),
-                }
+            Err(Stuck::Complete) => {
+                drop(entered);
+                let rest = self.end_with(FinishReason::Length);
+                Ok(Some(
+                    rest.map_or(Step::Done(FinishReason::Length), Step::Text),
+                ))
             }
+            Err(Stuck::Failed(error)) => {
+                tracing::warn!(cause = cause.as_str(), %error, "lost the node, and no other node took the generation over");
+                self.timing.end();
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Observes the gap a move made in the client's stream, at the first
+    /// token after it.
+    fn end_gap(&mut self) {
+        if let (Some(from), Some(relay)) = (self.gap_from.take(), self.relay.as_ref()) {
+            let gap = from.elapsed().as_secs_f64();
+            relay.fleet().metrics().failover.gap.observe(gap);
         }
     }
 

@@ -1,0 +1,250 @@
+//! Moving a generation to another node when its node is lost or stalls,
+//! before or after its first token.
+//!
+//! The head holds the prompt and every token it has streamed, so another
+//! node can take the answer over: it gets the prompt followed by the
+//! generated tokens as its prompt (it prefills them instead of sampling them
+//! again) and `max_tokens` lowered by what was produced. The head's
+//! detokenizer and stop matcher carry on across the seam, so the client's
+//! text goes on with nothing repeated, nothing lost and no character cut in
+//! half.
+
+use std::time::{Duration, Instant};
+
+use superfluid_proto::{GenerateRequest, TokenId};
+
+use crate::fleet::{Fleet, FleetError, RemoteGeneration};
+
+/// Nodes one generation may be moved to after its first node, whatever the
+/// causes: a request that loses three nodes in a row is unlucky or is
+/// killing them, and its client hears why.
+pub const MAX_MOVES: usize = 3;
+
+/// How long a stream may go without an event before the watchdog may
+/// give up on it, however fast its node has been. A step that shares the
+/// batch with another request's prefill chunk is many decode steps long;
+/// this stays well above any such step on a loaded two-core machine.
+const STALL_FLOOR: Duration = Duration::from_secs(10);
+
+/// How many of the slowest step seen so far a stream may wait before the
+/// watchdog gives up on it.
+const STALL_STEPS: u32 = 20;
+
+/// How long a generation that lost its node waits for another to come up
+/// (a restarted node reconnecting) before its client hears that none can
+/// take it over.
+const WAIT_FOR_NODE: Duration = Duration::from_secs(5);
+
+/// How often the fleet is asked again while waiting for a node.
+const WAIT_STEP: Duration = Duration::from_millis(200);
+
+/// Why a generation left its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The node's connection or the generation's stream failed.
+    NodeLost,
+    /// The stream made no progress for longer than the node's own step
+    /// time allows (see [`Watchdog`]).
+    Stalled,
+    /// The node said it is stopping.
+    NodeStopping,
+}
+
+impl Cause {
+    /// The label value in `superfluid_failovers_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::NodeLost => "node_lost",
+            Cause::Stalled => "stalled",
+            Cause::NodeStopping => "node_stopping",
+        }
+    }
+}
+
+/// The progress watchdog of one node's stream.
+///
+/// A node that answers keep-alives but makes no progress on a stream (a
+/// hung engine thread, a frozen device) keeps its connection alive, so the
+/// idle timeout never fires. Once the stream has carried tokens, the
+/// watchdog knows the node's step time and gives up on the stream when
+/// nothing comes for [`STALL_STEPS`] of its slowest step, and at least
+/// [`STALL_FLOOR`]. Before the first token it waits: the prompt's prefill
+/// and the node's queue have no step time to measure against.
+#[derive(Debug, Default)]
+pub struct Watchdog {
+    last: Option<Instant>,
+    slowest: Duration,
+}
+
+impl Watchdog {
+    /// A new stream: nothing measured yet.
+    pub fn restart(&mut self) {
+        *self = Watchdog::default();
+    }
+
+    /// Tokens arrived now.
+    pub fn tokens(&mut self) {
+        let now = Instant::now();
+        if let Some(last) = self.last {
+            self.slowest = self.slowest.max(now.duration_since(last));
+        }
+        self.last = Some(now);
+    }
+
+    /// How long the next event may take, or `None` for no limit.
+    pub fn limit(&self) -> Option<Duration> {
+        self.last?;
+        Some(STALL_FLOOR.max(self.slowest.saturating_mul(STALL_STEPS)))
+    }
+}
+
+/// What moving a generation takes: the fleet, the request as first sent,
+/// and the nodes it has run on.
+pub struct Relay {
+    fleet: Fleet,
+    /// The request as the client asked it; each move derives its own.
+    first: GenerateRequest,
+    /// The request last sent.
+    request: GenerateRequest,
+    /// Ids of the nodes it ran on, the current one last.
+    tried: Vec<String>,
+    moves: usize,
+}
+
+/// A move that could not be made.
+#[derive(Debug)]
+pub enum Stuck {
+    /// Every token asked for was streamed; only the end was lost.
+    Complete,
+    /// No node took the generation over; the error to answer with.
+    Failed(FleetError),
+}
+
+impl Relay {
+    /// A relay for `request`, first sent to the node with id `node`.
+    pub fn new(fleet: Fleet, request: GenerateRequest, node: String) -> Relay {
+        Relay {
+            fleet,
+            first: request.clone(),
+            request,
+            tried: vec![node],
+            moves: 0,
+        }
+    }
+
+    /// Moves made so far.
+    pub fn moves(&self) -> usize {
+        self.moves
+    }
+
+    /// The fleet it moves generations in.
+    pub fn fleet(&self) -> &Fleet {
+        &self.fleet
+    }
+
+    /// Sends the generation to another node after its node was given up for
+    /// `cause` (`lost` says how), with the `generated` tokens the client has
+    /// received appended to the prompt.
+    pub async fn move_on(
+        &mut self,
+        generated: &[TokenId],
+        lost: FleetError,
+    ) -> Result<RemoteGeneration, Stuck> {
+        let done = u32::try_from(generated.len()).unwrap_or(u32::MAX);
+        let Some(left) = self.first.max_tokens.checked_sub(done).filter(|n| *n > 0) else {
+            return Err(Stuck::Complete);
+        };
+        // The next node's grammar would start from the beginning of the
+        // answer, not from where the text stands: refuse rather than let it
+        // constrain the rest as if it were the start.
+        if self.first.constraint.is_some() && !generated.is_empty() {
+            return Err(Stuck::Failed(gave_up(
+                lost,
+                "a constrained answer cannot yet continue on another node".into(),
+            )));
+        }
+        if self.moves >= MAX_MOVES {
+            return Err(Stuck::Failed(gave_up(
+                lost,
+                format!("it was moved {MAX_MOVES} times already"),
+            )));
+        }
+        self.request = GenerateRequest {
+            prompt: [self.first.prompt.as_slice(), generated].concat(),
+            max_tokens: left,
+            slot: None,
+            ..self.first.clone()
+        };
+        let deadline = Instant::now() + WAIT_FOR_NODE;
+        loop {
+            match self.take_over().await {
+                Ok(remote) => {
+                    self.moves += 1;
+                    self.tried.push(remote.node_id.clone());
+                    return Ok(remote);
+                }
+                Err(error) if Instant::now() >= deadline => {
+                    return Err(Stuck::Failed(match error {
+                        FleetError::Draining { .. } => error,
+                        other => gave_up(lost, other.to_string()),
+                    }));
+                }
+                Err(_) => tokio::time::sleep(WAIT_STEP).await,
+            }
+        }
+    }
+
+    /// The best node that has not failed this generation; failing that, any
+    /// but the one just lost (a node that failed earlier may have restarted).
+    async fn take_over(&mut self) -> Result<RemoteGeneration, FleetError> {
+        match self.fleet.take_over(&mut self.request, &self.tried).await {
+            Ok(remote) => Ok(remote),
+            Err(first) => {
+                let last = self.tried.last().cloned().into_iter().collect::<Vec<_>>();
+                if last.len() == self.tried.len() {
+                    return Err(first);
+                }
+                self.fleet.take_over(&mut self.request, &last).await
+            }
+        }
+    }
+}
+
+/// The error a client hears when its generation could not be moved.
+fn gave_up(lost: FleetError, why: String) -> FleetError {
+    match lost {
+        FleetError::NodeLost { node, reason } => FleetError::NodeLost {
+            node,
+            reason: format!(
+                "{reason}; no other node could take the answer over ({why}); retry the request"
+            ),
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watchdog_waits_without_limit_until_the_first_token() {
+        let mut dog = Watchdog::default();
+        assert_eq!(dog.limit(), None);
+        dog.tokens();
+        assert_eq!(dog.limit(), Some(STALL_FLOOR));
+        dog.restart();
+        assert_eq!(dog.limit(), None);
+    }
+
+    #[test]
+    fn a_slow_node_gets_a_longer_watchdog_than_the_floor() {
+        let mut dog = Watchdog {
+            last: Some(Instant::now()),
+            slowest: Duration::from_secs(1),
+        };
+        assert_eq!(dog.limit(), Some(Duration::from_secs(20)));
+        dog.tokens();
+        assert!(dog.limit() >= Some(Duration::from_secs(20)));
+    }
+}
