@@ -61,10 +61,10 @@ async fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
     assert!(error_message(&body).contains("json_schema"), "{body}");
 
     let mut tools = chat(hello.clone(), 4);
-    tools["tools"] = json!([{"type": "function", "function": {"name": "weather"}}]);
+    tools["tools"] = json!([{"type": "retrieval"}]);
     let (status, body) = server.post(path, &tools).await.unwrap();
-    assert_eq!(status, 400, "tools: {body}");
-    assert_eq!(body["error"]["param"], "tools", "{body}");
+    assert_eq!(status, 400, "a tool that is not a function: {body}");
+    assert_eq!(body["error"]["param"], "tools[0].type", "{body}");
 
     let (status, body) = server.post(path, &chat(json!([]), 4)).await.unwrap();
     assert_eq!(status, 400, "no messages: {body}");
