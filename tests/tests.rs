@@ -4,6 +4,7 @@
 mod support;
 
 mod anthropic_api;
+mod anthropic_tools;
 mod browser;
 mod fleet_mdns;
 mod fleet_membership;
