@@ -215,18 +215,19 @@ async fn refusals_and_errors_come_in_anthropics_shape() {
     let server = Server::start(&[]).unwrap();
     let mut no_max = ask("Hi", 8);
     no_max.as_object_mut().map(|o| o.remove("max_tokens"));
-    let tools = json!([{"name": "add", "input_schema": {"type": "object"}}]);
+    let tools = json!([{"name": "add"}]);
     let tool_use = json!([
-        {"role": "user", "content": "Add 2 and 2."},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "add", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "4"}]},
+        {"role": "user", "content": [{"type": "tool_use", "id": "t1", "name": "add", "input": {}}]},
     ]);
     let image = json!([{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]);
     let cases: Vec<(Value, &str)> = vec![
         (no_max, "max_tokens"),
-        (with(ask("Hi", 8), "tools", tools), "`tools`"),
         (
-            with(ask("Hi", 8), "tool_choice", json!({"type": "auto"})),
+            with(ask("Hi", 8), "tools", tools),
+            "`tools[0].input_schema`",
+        ),
+        (
+            with(ask("Hi", 8), "tool_choice", json!({"type": "sometimes"})),
             "`tool_choice`",
         ),
         (with(ask("Hi", 8), "messages", tool_use), "tool_use block"),

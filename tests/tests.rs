@@ -4,6 +4,7 @@
 mod support;
 
 mod anthropic_api;
+mod anthropic_tools;
 mod browser;
 mod fleet_failover;
 mod fleet_mdns;

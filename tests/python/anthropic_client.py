@@ -102,11 +102,50 @@ def wrong_key_raises_authentication_error():
     raise AssertionError("the request was answered")
 
 
+WEATHER = {
+    "name": "get_weather",
+    "description": "The current weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+
+
+def tool_use_then_tool_result():
+    ask = {"role": "user", "content": "What is the weather in Paris?"}
+    first = client().messages.create(
+        model=MODEL, max_tokens=64, extra_body=GREEDY, messages=[ask],
+        tools=[WEATHER], tool_choice={"type": "any"},
+    )
+    assert first.stop_reason == "tool_use", first
+    calls = [b for b in first.content if b.type == "tool_use"]
+    assert calls and calls[0].name == "get_weather", first
+    assert calls[0].id.startswith("toolu_"), first
+    assert isinstance(calls[0].input, dict) and "city" in calls[0].input, first
+    second = client().messages.create(
+        model=MODEL, max_tokens=48, extra_body=GREEDY, tools=[WEATHER],
+        tool_choice={"type": "none"},
+        messages=[
+            ask,
+            {"role": "assistant", "content": first.content},
+            {"role": "user", "content": [{
+                "type": "tool_result", "tool_use_id": calls[0].id,
+                "content": "Sunny, 24 degrees Celsius.",
+            }]},
+        ],
+    )
+    assert second.content[0].type == "text" and second.content[0].text.strip(), second
+    assert second.stop_reason != "tool_use", second
+
+
 CASES = [
     messages_create,
     messages_stream,
     second_turn_reads_the_cache,
     count_tokens,
+    tool_use_then_tool_result,
     unknown_field_raises_bad_request,
     wrong_key_raises_authentication_error,
 ]

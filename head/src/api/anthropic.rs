@@ -13,6 +13,7 @@ pub mod answer;
 pub mod blocks;
 pub mod errors;
 pub mod request;
+pub mod tools;
 pub mod wire;
 
 #[cfg(test)]
@@ -23,6 +24,7 @@ use super::extract::ApiJson;
 use super::generate::Generation;
 use super::handlers::{next_request_id, request_span, tokenize};
 use super::request_metrics::RequestModel;
+use super::tools::{grammar, prompt, ToolSet};
 use super::{ApiError, AppState};
 use crate::codec::ModelCodec;
 use answer::Reply;
@@ -51,8 +53,19 @@ pub async fn messages(
         if let Some(user) = req.user_id() {
             tracing::info!(user_id = %user, "metadata.user_id");
         }
-        let conversation = req.conversation()?;
-        let params = req.params()?;
+        let mut conversation = req.conversation()?;
+        let mut params = req.params()?;
+        let tools = req.tool_set()?.filter(ToolSet::offered);
+        if let Some(tools) = &tools {
+            if params.stream {
+                return Err(ApiError::param(
+                    "stream",
+                    "`stream` with `tools` is not supported by this head yet; send the request with \"stream\": false",
+                ));
+            }
+            params.constraint = grammar::constraint(tools)?;
+            conversation.messages = prompt::with_tools(conversation.messages, tools);
+        }
         let prompt = tokenize(&codec, render(&codec, conversation)?).await?;
         let mut generation = Generation::start(
             &state,
@@ -69,7 +82,9 @@ pub async fn messages(
             id: format!("msg_{id}"),
             model: codec.id().to_owned(),
         };
-        if params.stream {
+        if let Some(tools) = &tools {
+            tools::complete(generation, reply, tools).await
+        } else if params.stream {
             answer::stream(generation, reply).await
         } else {
             answer::complete(generation, reply).await
@@ -90,7 +105,11 @@ pub async fn count_tokens(
     let span = request_span("count_tokens", &id);
     let work = async move {
         let codec = admit_model(&state, req.model_id()?, caller.as_ref(), counted.as_ref())?;
-        let prompt = tokenize(&codec, render(&codec, req.conversation()?)?).await?;
+        let mut conversation = req.conversation()?;
+        if let Some(tools) = req.tool_set()? {
+            conversation.messages = prompt::with_tools(conversation.messages, &tools);
+        }
+        let prompt = tokenize(&codec, render(&codec, conversation)?).await?;
         let input_tokens = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
         Ok(Json(TokenCount { input_tokens }))
     };

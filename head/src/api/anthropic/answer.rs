@@ -5,7 +5,7 @@
 //! `message_stop`; a failure after the stream began is an `error` event.
 
 use super::errors;
-use super::wire::{stop_of, Message, MessageUsage, TextBlock};
+use super::wire::{stop_of, ContentBlock, Message, MessageUsage, TextBlock};
 use crate::api::generate::Generation;
 use crate::api::output::Step;
 use crate::api::{ApiError, NODE_HEADER};
@@ -29,13 +29,17 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn message(&self, text: Option<String>, usage: MessageUsage) -> Message {
+    /// A message holding `text` as its one text block.
+    pub fn message(&self, text: Option<String>, usage: MessageUsage) -> Message {
         Message {
             id: self.id.clone(),
             kind: "message",
             role: "assistant",
             model: self.model.clone(),
-            content: text.map(TextBlock::new).into_iter().collect(),
+            content: text
+                .map(|t| ContentBlock::Text(TextBlock::new(t)))
+                .into_iter()
+                .collect(),
             stop_reason: None,
             stop_sequence: None,
             usage,
@@ -43,7 +47,8 @@ impl Reply {
     }
 }
 
-fn with_node(node: &str, response: impl IntoResponse) -> Response {
+/// `response` with the header naming the node that answered.
+pub fn with_node(node: &str, response: impl IntoResponse) -> Response {
     let mut response = response.into_response();
     if let Ok(value) = HeaderValue::from_str(node) {
         response.headers_mut().insert(NODE_HEADER, value);

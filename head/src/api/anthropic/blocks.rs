@@ -3,8 +3,9 @@
 //!
 //! Text blocks are read; `cache_control` on them is accepted, since every
 //! node caches the prompt prefixes it has seen without being asked. Blocks
-//! of other kinds (images, documents, tool use and results, thinking) are
-//! refused with a 400 naming the block.
+//! of other kinds (images, documents, thinking) are
+//! refused with a 400 naming the block. Tool blocks in a message's
+//! content are read by [`super::tools`].
 
 use crate::api::ApiError;
 use serde_json::Value;
@@ -31,7 +32,8 @@ pub fn text(content: &Value, param: &str) -> Result<String, ApiError> {
     }
 }
 
-fn block_text<'a>(block: &'a Value, param: &str) -> Result<&'a str, ApiError> {
+/// The text of one text block; `param` names it in errors.
+pub fn block_text<'a>(block: &'a Value, param: &str) -> Result<&'a str, ApiError> {
     let Some(fields) = block.as_object() else {
         return Err(ApiError::param(
             param,
@@ -45,7 +47,7 @@ fn block_text<'a>(block: &'a Value, param: &str) -> Result<&'a str, ApiError> {
         Some(kind @ ("tool_use" | "tool_result")) => {
             return Err(ApiError::param(
                 param,
-                format!("`{param}` is a {kind} block; tool use is not supported by this head yet, so send text blocks only"),
+                format!("`{param}` is a {kind} block; tool blocks belong directly in a message's content, so send text blocks here"),
             ))
         }
         Some(kind) => {

@@ -6,11 +6,14 @@
 //! (`deny_unknown_fields`), naming it too.
 
 use super::blocks;
+use super::tools;
+use crate::api::tools::ToolSet;
 use crate::api::types::{random_seed, Params};
 use crate::api::ApiError;
 use crate::codec::ChatMessage;
 use serde::Deserialize;
 use serde_json::Value;
+use std::collections::HashMap;
 use superfluid_proto::Sampling;
 
 /// The most stop sequences one request may give.
@@ -40,9 +43,9 @@ pub struct MessagesRequest {
     pub top_k: Option<i64>,
     /// About the request: `user_id` is logged with it.
     pub metadata: Option<Metadata>,
-    /// Tools the model may call (refused until tool calling lands).
+    /// Tools the model may call.
     pub tools: Option<Value>,
-    /// How the model picks a tool (refused with `tools`).
+    /// How the model picks a tool: auto, any, tool or none.
     pub tool_choice: Option<Value>,
     /// Extended thinking (refused unless disabled).
     pub thinking: Option<Value>,
@@ -58,9 +61,9 @@ pub struct CountTokensRequest {
     pub messages: Option<Vec<InputMessage>>,
     /// The system prompt.
     pub system: Option<Value>,
-    /// Tools (refused until tool calling lands).
+    /// Tools the model may call.
     pub tools: Option<Value>,
-    /// How the model picks a tool (refused with `tools`).
+    /// How the model picks a tool.
     pub tool_choice: Option<Value>,
     /// Extended thinking (refused unless disabled).
     pub thinking: Option<Value>,
@@ -101,8 +104,13 @@ impl MessagesRequest {
 
     /// The system prompt and turns, checked.
     pub fn conversation(&self) -> Result<Conversation, ApiError> {
-        refuse_tools(&self.tools, &self.tool_choice, &self.thinking)?;
+        refuse_thinking(&self.thinking)?;
         conversation(self.system.as_ref(), self.messages.as_deref())
+    }
+
+    /// The tools offered, checked.
+    pub fn tool_set(&self) -> Result<Option<ToolSet>, ApiError> {
+        tools::tool_set(self.tools.as_ref(), self.tool_choice.as_ref())
     }
 
     /// Checks every generation parameter; the error names the first bad one.
@@ -162,8 +170,13 @@ impl CountTokensRequest {
 
     /// The system prompt and turns, checked.
     pub fn conversation(&self) -> Result<Conversation, ApiError> {
-        refuse_tools(&self.tools, &self.tool_choice, &self.thinking)?;
+        refuse_thinking(&self.thinking)?;
         conversation(self.system.as_ref(), self.messages.as_deref())
+    }
+
+    /// The tools offered, checked.
+    pub fn tool_set(&self) -> Result<Option<ToolSet>, ApiError> {
+        tools::tool_set(self.tools.as_ref(), self.tool_choice.as_ref())
     }
 }
 
@@ -177,32 +190,8 @@ fn model_id(model: Option<&str>) -> Result<&str, ApiError> {
     }
 }
 
-/// Tool use and extended thinking are refused, naming the field, until the
-/// head supports them.
-fn refuse_tools(
-    tools: &Option<Value>,
-    tool_choice: &Option<Value>,
-    thinking: &Option<Value>,
-) -> Result<(), ApiError> {
-    let tools_given = matches!(tools, Some(Value::Array(list)) if !list.is_empty())
-        || matches!(tools, Some(v) if !v.is_array() && !v.is_null());
-    if tools_given {
-        return Err(ApiError::param(
-            "tools",
-            "`tools` is not supported by this head yet; send the request without tools",
-        ));
-    }
-    let choice_none = tool_choice
-        .as_ref()
-        .and_then(|c| c.get("type"))
-        .and_then(Value::as_str)
-        == Some("none");
-    if tool_choice.as_ref().is_some_and(|c| !c.is_null()) && !choice_none {
-        return Err(ApiError::param(
-            "tool_choice",
-            "`tool_choice` is not supported by this head yet (only {\"type\":\"none\"}); send the request without it",
-        ));
-    }
+/// Extended thinking is refused, naming the field, unless disabled.
+fn refuse_thinking(thinking: &Option<Value>) -> Result<(), ApiError> {
     let disabled = thinking
         .as_ref()
         .and_then(|t| t.get("type"))
@@ -240,6 +229,7 @@ fn conversation(
             chat.push(ChatMessage::new("system", text));
         }
     }
+    let mut names = HashMap::new();
     for (i, m) in messages.iter().enumerate() {
         let role = match m.role.as_str() {
             r @ ("user" | "assistant") => r,
@@ -250,7 +240,12 @@ fn conversation(
                 ))
             }
         };
-        let text = blocks::text(&m.content, &format!("messages[{i}].content"))?;
+        let text = tools::turn_text(
+            role,
+            &m.content,
+            &format!("messages[{i}].content"),
+            &mut names,
+        )?;
         chat.push(ChatMessage::new(role, text));
     }
     let prefill = match chat.last() {

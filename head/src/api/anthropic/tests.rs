@@ -71,21 +71,57 @@ async fn unknown_fields_are_refused_by_name() {
 }
 
 #[tokio::test]
-async fn tools_and_non_text_blocks_are_refused_by_name() {
+async fn bad_tools_and_blocks_are_refused_by_name() {
     refused(
-        with(hello(), "tools", json!([{"name": "f", "input_schema": {}}])),
-        "`tools` is not supported",
+        with(hello(), "tools", json!([{"name": "f"}])),
+        "`tools[0].input_schema` is required",
     )
     .await;
     refused(
-        with(hello(), "tool_choice", json!({"type": "any"})),
+        with(
+            hello(),
+            "tools",
+            json!([{"name": "f", "input_schema": {}, "strict": true}]),
+        ),
+        "tools[0].strict",
+    )
+    .await;
+    let tools = json!([{"name": "f", "input_schema": {"type": "object"}}]);
+    let offered = with(hello(), "tools", tools);
+    refused(
+        with(offered.clone(), "tool_choice", json!({"type": "tool"})),
+        "needs the `name`",
+    )
+    .await;
+    refused(
+        with(offered.clone(), "tool_choice", json!({"type": "sometimes"})),
+        "`tool_choice` must be",
+    )
+    .await;
+    refused(
+        with(
+            offered.clone(),
+            "tool_choice",
+            json!({"type": "tool", "name": "g"}),
+        ),
         "tool_choice",
     )
     .await;
-    let result = json!([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "4"}]}]);
     refused(
-        with(hello(), "messages", result),
-        "`messages[0].content[0]` is a tool_result block",
+        with(offered, "stream", json!(true)),
+        "`stream` with `tools`",
+    )
+    .await;
+    let misplaced = json!([{"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "4"}]}]);
+    refused(
+        with(hello(), "messages", misplaced),
+        "`messages[0].content[0]` is a tool_result block in a turn of role assistant",
+    )
+    .await;
+    let no_id = json!([{"role": "user", "content": [{"type": "tool_result", "content": "4"}]}]);
+    refused(
+        with(hello(), "messages", no_id),
+        "messages[0].content[0].tool_use_id",
     )
     .await;
     let image = json!([{"role": "user", "content": [{"type": "image", "source": {}}]}]);

@@ -16,8 +16,8 @@ pub struct Message {
     pub role: &'static str,
     /// The model id.
     pub model: String,
-    /// The answer's blocks: one text block.
-    pub content: Vec<TextBlock>,
+    /// The answer's blocks: text, then any `tool_use` blocks.
+    pub content: Vec<ContentBlock>,
     /// Why the answer ended; `null` in `message_start`.
     pub stop_reason: Option<StopReason>,
     /// The stop sequence that ended it, if one did.
@@ -43,6 +43,30 @@ impl TextBlock {
     }
 }
 
+/// One block of an answer.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum ContentBlock {
+    /// `{"type":"text", ...}`.
+    Text(TextBlock),
+    /// `{"type":"tool_use", ...}`.
+    ToolUse(ToolUseBlock),
+}
+
+/// `{"type":"tool_use","id":"toolu_...","name":...,"input":{...}}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolUseBlock {
+    /// Always `tool_use`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// `toolu_...`, which the `tool_result` answering it names.
+    pub id: String,
+    /// The tool called.
+    pub name: String,
+    /// Its input, an object.
+    pub input: serde_json::Value,
+}
+
 /// Why an answer ended, as Anthropic names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -53,6 +77,8 @@ pub enum StopReason {
     MaxTokens,
     /// One of `stop_sequences` was generated.
     StopSequence,
+    /// The model called tools.
+    ToolUse,
 }
 
 /// Anthropic's usage. `input_tokens` counts the prompt tokens the node had
@@ -87,9 +113,7 @@ pub fn stop_of(generation: &Generation, finish: FinishReason) -> (StopReason, Op
         (FinishReason::Length, _) => (StopReason::MaxTokens, None),
         (FinishReason::Stop, Some(seq)) => (StopReason::StopSequence, Some(seq.to_owned())),
         (FinishReason::Stop, None) => (StopReason::EndTurn, None),
-        // Tools are refused on /v1/messages, so a generation never ends in
-        // calls there; were one to, the turn ended.
-        (FinishReason::ToolCalls, _) => (StopReason::EndTurn, None),
+        (FinishReason::ToolCalls, _) => (StopReason::ToolUse, None),
     }
 }
 
