@@ -50,6 +50,7 @@ async fn the_openai_python_client_works_with_a_key_and_raises_without_one() {
         "chat_completion_with_the_key",
         "streamed_chat_completion_with_the_key",
         "models_list_names_the_model",
+        "models_retrieve_reads_the_model_and_404s_an_unknown_one",
         "no_key_raises_authentication_error",
         "wrong_key_raises_authentication_error",
     ] {

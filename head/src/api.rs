@@ -32,6 +32,7 @@ pub mod handlers;
 pub mod limits;
 pub mod metrics_key;
 pub mod metrics_page;
+pub mod model_retrieve;
 pub mod ollama;
 pub mod output;
 pub mod recent;
@@ -106,6 +107,7 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/models", get(handlers::models))
+        .route("/v1/models/{id}", get(model_retrieve::retrieve))
         .route("/v1/fleet", get(fleet_view::fleet))
         .merge(ollama::routes())
         .route("/v1/messages", post(anthropic::messages))

@@ -47,6 +47,18 @@ def models_list_names_the_model():
     assert MODEL in ids, f"{MODEL} not in {ids}"
 
 
+def models_retrieve_reads_the_model_and_404s_an_unknown_one():
+    model = client(KEY).models.retrieve(MODEL)
+    assert model.id == MODEL and model.object == "model", f"{model!r}"
+    try:
+        client(KEY).models.retrieve("no-such-model")
+    except openai.NotFoundError as error:
+        assert error.status_code == 404, error.status_code
+        assert "no-such-model" in str(error), f"{error}"
+        return
+    raise AssertionError("an unknown model was answered")
+
+
 def expect_authentication_error(said, api_key, extra_headers=None):
     try:
         client(api_key).chat.completions.create(
@@ -75,6 +87,7 @@ CASES = [
     chat_completion_with_the_key,
     streamed_chat_completion_with_the_key,
     models_list_names_the_model,
+    models_retrieve_reads_the_model_and_404s_an_unknown_one,
     no_key_raises_authentication_error,
     wrong_key_raises_authentication_error,
 ]

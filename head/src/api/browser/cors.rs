@@ -33,6 +33,32 @@ const EXPOSED: [&str; 7] = [
     "retry-after",
 ];
 
+/// The headers the official OpenAI and Anthropic browser clients send
+/// besides `authorization` and `content-type`; a preflight naming any other
+/// header is refused by the browser, so each is listed here by name.
+const CLIENT_HEADERS: [&str; 20] = [
+    API_KEY_HEADER,
+    "anthropic-version",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
+    "openai-organization",
+    "openai-project",
+    "openai-beta",
+    "x-stainless-lang",
+    "x-stainless-package-version",
+    "x-stainless-os",
+    "x-stainless-arch",
+    "x-stainless-runtime",
+    "x-stainless-runtime-version",
+    "x-stainless-retry-count",
+    "x-stainless-timeout",
+    "x-stainless-async",
+    "x-stainless-helper-method",
+    "x-stainless-poll-helper",
+    "x-stainless-custom-poll-interval",
+    "x-stainless-read-timeout",
+];
+
 /// The origins whose pages may call the client API.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum CorsOrigins {
@@ -88,11 +114,12 @@ impl CorsOrigins {
             CorsLayer::new()
                 .allow_origin(allow)
                 .allow_methods([Method::GET, Method::POST])
-                .allow_headers([
-                    AUTHORIZATION,
-                    CONTENT_TYPE,
-                    HeaderName::from_static(API_KEY_HEADER),
-                ])
+                .allow_headers(
+                    [AUTHORIZATION, CONTENT_TYPE]
+                        .into_iter()
+                        .chain(CLIENT_HEADERS.map(HeaderName::from_static))
+                        .collect::<Vec<_>>(),
+                )
                 .expose_headers(EXPOSED.map(HeaderName::from_static))
                 .max_age(PREFLIGHT_MAX_AGE),
         )

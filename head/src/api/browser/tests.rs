@@ -293,6 +293,40 @@ async fn a_preflight_from_an_allowed_origin_is_answered_without_a_key() {
 }
 
 #[tokio::test]
+async fn a_preflight_allows_the_headers_openai_and_anthropic_browser_clients_send() {
+    let keys = Keys::in_memory(&["team".into()]).expect("a static key");
+    let app = client_app(&policy(&["http://localhost:3000"], &keys), keys);
+    let sent = [
+        "anthropic-version",
+        "x-api-key",
+        "anthropic-beta",
+        "anthropic-dangerous-direct-browser-access",
+        "openai-organization",
+        "openai-project",
+        "x-stainless-lang",
+        "x-stainless-package-version",
+        "x-stainless-os",
+        "x-stainless-arch",
+        "x-stainless-runtime",
+        "x-stainless-runtime-version",
+        "x-stainless-retry-count",
+        "x-stainless-timeout",
+    ];
+    let request = Request::options("/v1/messages")
+        .header("origin", "http://localhost:3000")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", sent.join(","))
+        .body(Body::empty())
+        .unwrap_or_default();
+    let response = send(app, request).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let allowed = header(&response, "access-control-allow-headers").unwrap_or_default();
+    for name in sent {
+        assert!(allowed.contains(name), "{name} in {allowed}");
+    }
+}
+
+#[tokio::test]
 async fn a_refused_key_is_readable_by_an_allowed_origin() {
     let keys = Keys::in_memory(&["team".into()]).expect("a static key");
     let app = client_app(&policy(&["http://localhost:3000"], &keys), keys);
