@@ -293,20 +293,9 @@ async fn keys_are_taken_from_x_api_key_and_refused_in_anthropics_shape() {
     assert_eq!(status, 200, "{answer}");
 }
 
-/// The virtualenv's python, as `scripts/setup` makes it.
-fn venv_python() -> PathBuf {
-    let home = std::env::var("SUPERFLUID_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/superfluid",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    PathBuf::from(home).join("venv/bin/python")
-}
-
 #[tokio::test]
 async fn the_anthropic_python_client_works_against_the_head() {
-    let python = venv_python();
+    let python = crate::python_clients::venv_python();
     assert!(
         python.exists(),
         "{} is missing: run scripts/setup, which installs the anthropic Python client there",
