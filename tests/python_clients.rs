@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::fleet_support::{run_cmd, serial};
+use crate::fleet_support::{run_cmd, serial, token, Head, Node, Ran, TempDir};
+use crate::keys::create;
 use crate::support::{Server, MODEL};
 
 const KEY: &str = "sk-sf-python-client-test";
@@ -21,43 +22,77 @@ pub fn venv_python() -> PathBuf {
     PathBuf::from(home).join("venv/bin/python")
 }
 
-#[tokio::test]
-async fn the_openai_python_client_works_with_a_key_and_raises_without_one() {
+/// Runs tests/python/openai_client.py against `base_url` (ending in /v1)
+/// with `key`; `cases` names the cases to run, all the default ones when
+/// empty.
+fn openai_client(base_url: &str, key: &str, cases: &[&str]) -> Ran {
     let python = venv_python();
     assert!(
         python.exists(),
         "{} is missing: run scripts/setup, which installs the openai Python client there",
         python.display()
     );
-    let _serial = serial().await;
-    let server = Server::start(&["--api-key", KEY]).expect("starting superfluid serve");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_client.py");
     let mut cmd = Command::new(&python);
     cmd.arg(script)
-        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
-        .env("SUPERFLUID_TEST_KEY", KEY)
+        .env("SUPERFLUID_BASE_URL", base_url)
+        .env("SUPERFLUID_TEST_KEY", key)
         .env("SUPERFLUID_TEST_MODEL", MODEL)
         // The client would otherwise read a key, address or proxy from here.
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL");
+    if !cases.is_empty() {
+        cmd.env("SUPERFLUID_TEST_CASES", cases.join(","));
+    }
     for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
         cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
     }
     let ran = run_cmd("openai_client.py", cmd, Duration::from_secs(180))
         .expect("running the openai client script");
     assert!(ran.status.success(), "{}", ran.describe());
-    for case in [
-        "chat_completion_with_the_key",
-        "streamed_chat_completion_with_the_key",
-        "models_list_names_the_model",
-        "models_retrieve_reads_the_model_and_404s_an_unknown_one",
-        "no_key_raises_authentication_error",
-        "wrong_key_raises_authentication_error",
-    ] {
+    ran
+}
+
+fn assert_passed(ran: &Ran, cases: &[&str]) {
+    for case in cases {
         assert!(
             ran.stdout.contains(&format!("ok {case}\n")),
             "{case} did not pass: {}",
             ran.describe()
         );
     }
+}
+
+#[tokio::test]
+async fn the_openai_python_client_works_with_a_key_and_raises_without_one() {
+    let _serial = serial().await;
+    let server = Server::start(&["--api-key", KEY]).expect("starting superfluid serve");
+    let ran = openai_client(&server.url("/v1"), KEY, &[]);
+    assert_passed(
+        &ran,
+        &[
+            "chat_completion_with_the_key",
+            "streamed_chat_completion_with_the_key",
+            "models_list_names_the_model",
+            "models_retrieve_reads_the_model_and_404s_an_unknown_one",
+            "no_key_raises_authentication_error",
+            "wrong_key_raises_authentication_error",
+        ],
+    );
+}
+
+#[tokio::test]
+async fn the_openai_python_client_raises_rate_limit_error_over_a_keys_limit() {
+    let _serial = serial().await;
+    let head_dir = TempDir::new("python-rpm");
+    let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
+    let node_dir = TempDir::new("python-rpm-node");
+    let join = token(&head, &[]).expect("minting a token");
+    let mut node = Node::join(&join, node_dir.path(), "rpm", &[]).expect("starting a node");
+    node.wait_up(&head, Duration::from_secs(60))
+        .expect("the node joins");
+    let key = create(&head, &["python-rpm", "--rpm", "1"]);
+    let case = "rate_limited_key_raises_rate_limit_error";
+    let ran = openai_client(&format!("{}/v1", head.base()), &key, &[case]);
+    assert_passed(&ran, &[case]);
 }

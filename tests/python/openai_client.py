@@ -3,8 +3,10 @@
 Reads SUPERFLUID_BASE_URL (ending in /v1), SUPERFLUID_TEST_KEY and
 SUPERFLUID_TEST_MODEL from the environment. Each case is a function named
 in CASES; each prints `ok NAME` or `FAIL NAME: why`, and the script exits
-non-zero when any failed. A new case (say, openai.RateLimitError once keys
-carry limits) is one more function in CASES.
+non-zero when any failed. A new case is one more function in CASES.
+SUPERFLUID_TEST_CASES (comma-separated names) runs only those cases; the
+rate-limit case runs only when named, since it needs a key created with
+`keys create --rpm 1`.
 """
 
 import os
@@ -83,6 +85,28 @@ def wrong_key_raises_authentication_error():
     expect_authentication_error("not valid", "sk-sf-" + "0" * 64)
 
 
+def rate_limited_key_raises_rate_limit_error():
+    # The key allows one request a minute: the first is answered, the
+    # second refused with OpenAI's 429, which the client raises as
+    # RateLimitError.
+    client(KEY).chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=4, temperature=0
+    )
+    try:
+        client(KEY).chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=4, temperature=0
+        )
+    except openai.RateLimitError as error:
+        assert error.status_code == 429, error.status_code
+        assert error.code == "rate_limit_exceeded", f"code {error.code!r}: {error}"
+        retry_after = error.response.headers.get("retry-after")
+        assert retry_after and int(retry_after) >= 1, f"retry-after {retry_after!r}"
+        limit = error.response.headers.get("x-ratelimit-limit-requests")
+        assert limit == "1", f"x-ratelimit-limit-requests {limit!r}"
+        return
+    raise AssertionError("a second request within the minute was answered")
+
+
 CASES = [
     chat_completion_with_the_key,
     streamed_chat_completion_with_the_key,
@@ -92,11 +116,23 @@ CASES = [
     wrong_key_raises_authentication_error,
 ]
 
+# Cases that need a key set up for them; they run only when named.
+NAMED_ONLY = [rate_limited_key_raises_rate_limit_error]
+
 
 def main():
     print(f"openai {openai.__version__} against {BASE_URL}")
     failed = 0
-    for case in CASES:
+    cases = CASES
+    named = os.environ.get("SUPERFLUID_TEST_CASES")
+    if named:
+        wanted = named.split(",")
+        cases = [case for case in CASES + NAMED_ONLY if case.__name__ in wanted]
+        missing = set(wanted) - {case.__name__ for case in cases}
+        if missing:
+            print(f"FAIL no such case: {sorted(missing)}")
+            return 1
+    for case in cases:
         try:
             case()
         except Exception:
