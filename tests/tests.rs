@@ -20,6 +20,7 @@ mod log_format;
 mod metrics;
 mod netns;
 mod ollama_api;
+mod ollama_tools;
 mod python_clients;
 mod scrape;
 mod serve_chat;

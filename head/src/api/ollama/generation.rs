@@ -6,6 +6,7 @@ use super::super::auth::{self, Caller};
 use super::super::generate::{check_context, Generation};
 use super::super::handlers::{admit_model, next_request_id, request_span, tokenize};
 use super::super::request_metrics::RequestModel;
+use super::super::tools::{prepare, ToolSet};
 use super::super::types::{CompletionRequest, Params};
 use super::super::{ApiError, AppState};
 use super::extract::OllamaJson;
@@ -38,8 +39,9 @@ pub async fn chat(
         if req.messages.is_empty() {
             return Ok(Reply::loaded(Kind::Chat, codec.id()));
         }
-        let params = params(&state, &codec, &openai, req.options.as_ref())?;
+        let mut params = params(&state, &codec, &openai, req.options.as_ref())?;
         let messages = openai.chat_messages()?;
+        let (messages, tools) = prepare(&openai, messages, &mut params)?;
         let text = codec.render_chat(&messages).map_err(ApiError::from)?;
         let prompt = tokenize(&codec, text).await?;
         let run = Run {
@@ -47,6 +49,7 @@ pub async fn chat(
             received,
             stream: req.streams(),
             param: "messages",
+            tools: tools.filter(ToolSet::offered),
         };
         run.start(
             &state,
@@ -93,6 +96,7 @@ pub async fn generate(
             received,
             stream: req.streams(),
             param: "prompt",
+            tools: None,
         };
         run.start(
             &state,
@@ -132,6 +136,8 @@ struct Run {
     stream: bool,
     /// The request field the prompt came from.
     param: &'static str,
+    /// The tools the model may call, whose calls the answer reads out.
+    tools: Option<ToolSet>,
 }
 
 impl Run {
@@ -167,9 +173,9 @@ impl Run {
         auth::meter(caller.as_ref(), &mut generation);
         let reply = Reply::new(self.kind, &model, self.received, Instant::now());
         if self.stream {
-            reply::stream(generation, reply).await
+            reply::stream(generation, reply, self.tools).await
         } else {
-            reply::complete(generation, reply).await
+            reply::complete(generation, reply, self.tools.as_ref()).await
         }
     }
 }
