@@ -5,7 +5,9 @@
 //! - [`request`]: the request bodies and their validation.
 //! - [`blocks`]: content blocks to text.
 //! - [`wire`]: the answer's serde types.
-//! - [`answer`]: one `message`, or Anthropic's server-sent events.
+//! - [`answer`]: one `message`.
+//! - [`stream`]: Anthropic's server-sent events, text and `tool_use` blocks.
+//! - [`tools`]: `tools`, `tool_choice`, `tool_use` and `tool_result` blocks.
 //! - [`errors`]: Anthropic's error shape, and the layer that gives it to
 //!   every error on these routes.
 
@@ -13,9 +15,12 @@ pub mod answer;
 pub mod blocks;
 pub mod errors;
 pub mod request;
+pub mod stream;
 pub mod tools;
 pub mod wire;
 
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;
 
@@ -57,12 +62,6 @@ pub async fn messages(
         let mut params = req.params()?;
         let tools = req.tool_set()?.filter(ToolSet::offered);
         if let Some(tools) = &tools {
-            if params.stream {
-                return Err(ApiError::param(
-                    "stream",
-                    "`stream` with `tools` is not supported by this head yet; send the request with \"stream\": false",
-                ));
-            }
             params.constraint = grammar::constraint(tools)?;
             conversation.messages = prompt::with_tools(conversation.messages, tools);
         }
@@ -82,10 +81,10 @@ pub async fn messages(
             id: format!("msg_{id}"),
             model: codec.id().to_owned(),
         };
-        if let Some(tools) = &tools {
+        if params.stream {
+            stream::stream(generation, reply, tools).await
+        } else if let Some(tools) = &tools {
             tools::complete(generation, reply, tools).await
-        } else if params.stream {
-            answer::stream(generation, reply).await
         } else {
             answer::complete(generation, reply).await
         }
