@@ -6,6 +6,7 @@ mod support;
 mod anthropic_api;
 mod anthropic_tools;
 mod browser;
+mod cross_api_cache;
 mod fleet_failover;
 mod fleet_mdns;
 mod fleet_membership;
