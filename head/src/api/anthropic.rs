@@ -24,9 +24,9 @@ mod stream_tests;
 #[cfg(test)]
 mod tests;
 
-use super::auth::{self, Caller};
+use super::admission::Admission;
+use super::auth::Caller;
 use super::extract::ApiJson;
-use super::generate::Generation;
 use super::handlers::{next_request_id, request_span, tokenize};
 use super::request_metrics::RequestModel;
 use super::tools::{grammar, prompt, ToolSet};
@@ -37,9 +37,8 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::{Extension, Json};
 use request::{Conversation, CountTokensRequest, MessagesRequest};
-use std::sync::Arc;
 use std::time::Instant;
-use tracing::{Instrument, Span};
+use tracing::Instrument;
 use wire::TokenCount;
 
 /// `POST /v1/messages`.
@@ -54,7 +53,12 @@ pub async fn messages(
     let span = request_span("messages", &id);
     let inner = span.clone();
     let work = async move {
-        let codec = admit_model(&state, req.model_id()?, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received,
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(req.model_id()?, counted.as_ref())?;
         if let Some(user) = req.user_id() {
             tracing::info!(user_id = %user, "metadata.user_id");
         }
@@ -66,17 +70,9 @@ pub async fn messages(
             conversation.messages = prompt::with_tools(conversation.messages, tools);
         }
         let prompt = tokenize(&codec, render(&codec, conversation)?).await?;
-        let mut generation = Generation::start(
-            &state,
-            received,
-            codec.clone(),
-            prompt,
-            &params,
-            "messages",
-            inner,
-        )
-        .await?;
-        auth::meter(caller.as_ref(), &mut generation);
+        let generation = admission
+            .start(codec.clone(), prompt, &params, "messages", inner)
+            .await?;
         let reply = Reply {
             id: format!("msg_{id}"),
             model: codec.id().to_owned(),
@@ -103,7 +99,12 @@ pub async fn count_tokens(
     let id = next_request_id();
     let span = request_span("count_tokens", &id);
     let work = async move {
-        let codec = admit_model(&state, req.model_id()?, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received: Instant::now(),
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(req.model_id()?, counted.as_ref())?;
         let mut conversation = req.conversation()?;
         if let Some(tools) = req.tool_set()? {
             conversation.messages = prompt::with_tools(conversation.messages, &tools);
@@ -123,28 +124,4 @@ fn render(codec: &ModelCodec, conversation: Conversation) -> Result<String, ApiE
         text.push_str(&prefill);
     }
     Ok(text)
-}
-
-/// The codec of the requested model once the caller's key may use it; the
-/// request's metrics are labelled with it from here on.
-fn admit_model(
-    state: &AppState,
-    id: &str,
-    caller: Option<&Extension<Caller>>,
-    counted: Option<&Extension<RequestModel>>,
-) -> Result<Arc<ModelCodec>, ApiError> {
-    Span::current().record("model", id);
-    let codec = state
-        .catalog
-        .get(id)
-        .cloned()
-        .ok_or_else(|| ApiError::UnknownModel {
-            model: id.to_owned(),
-            served: state.catalog.ids(),
-        })?;
-    if let Some(Extension(counted)) = counted {
-        counted.set(codec.id());
-    }
-    auth::check_model(caller, codec.id())?;
-    Ok(codec)
 }

@@ -1,10 +1,11 @@
 //! `POST /api/chat` and `POST /api/generate`: each request becomes the
 //! OpenAI request it asks for and runs on the one generation path
-//! ([`Generation`]), answered in Ollama's shape by [`reply`](super::reply).
+//! ([`Generation`](super::super::generate::Generation)), answered in Ollama's shape by [`reply`](super::reply).
 
-use super::super::auth::{self, Caller};
-use super::super::generate::{check_context, Generation};
-use super::super::handlers::{admit_model, next_request_id, request_span, tokenize};
+use super::super::admission::Admission;
+use super::super::auth::Caller;
+use super::super::generate::check_context;
+use super::super::handlers::{next_request_id, request_span, tokenize};
 use super::super::request_metrics::RequestModel;
 use super::super::tools::{prepare, ToolSet};
 use super::super::types::{CompletionRequest, Params};
@@ -35,7 +36,12 @@ pub async fn chat(
     let inner = span.clone();
     let work = async move {
         let openai = req.to_openai()?;
-        let codec = admit_model(&state, &openai, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received,
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(openai.model_id()?, counted.as_ref())?;
         if req.messages.is_empty() {
             return Ok(Reply::loaded(Kind::Chat, codec.id()));
         }
@@ -46,18 +52,16 @@ pub async fn chat(
         let prompt = tokenize(&codec, text).await?;
         let run = Run {
             kind: Kind::Chat,
-            received,
             stream: req.streams(),
             param: "messages",
             tools: tools.filter(ToolSet::offered),
         };
         run.start(
-            &state,
+            &admission,
             codec,
             prompt,
             params,
             req.options.as_ref(),
-            caller,
             inner,
         )
         .await
@@ -78,7 +82,12 @@ pub async fn generate(
     let inner = span.clone();
     let work = async move {
         let openai = req.to_openai()?;
-        let codec = admit_model(&state, &openai, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received,
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(openai.model_id()?, counted.as_ref())?;
         if req.only_loads() {
             return Ok(Reply::loaded(Kind::Generate, codec.id()));
         }
@@ -93,18 +102,16 @@ pub async fn generate(
         let prompt = tokenize(&codec, text).await?;
         let run = Run {
             kind: Kind::Generate,
-            received,
             stream: req.streams(),
             param: "prompt",
             tools: None,
         };
         run.start(
-            &state,
+            &admission,
             codec,
             prompt,
             params,
             req.options.as_ref(),
-            caller,
             inner,
         )
         .await
@@ -132,7 +139,6 @@ fn params(
 /// How one request's generation is started and answered.
 struct Run {
     kind: Kind,
-    received: Instant,
     stream: bool,
     /// The request field the prompt came from.
     param: &'static str,
@@ -142,17 +148,16 @@ struct Run {
 
 impl Run {
     /// Honours `num_ctx`, sends the prompt to a node and answers.
-    #[allow(clippy::too_many_arguments)]
     async fn start(
         self,
-        state: &AppState,
+        admission: &Admission<'_>,
         codec: Arc<ModelCodec>,
         prompt: Vec<superfluid_proto::TokenId>,
         mut params: Params,
         options: Option<&Options>,
-        caller: Option<Extension<Caller>>,
         span: tracing::Span,
     ) -> Result<Response, OllamaError> {
+        let state = admission.state;
         if let (Some(options), Some(served)) = (options, state.fleet.context_len(codec.id())) {
             let limit = options.context(served)?;
             check_context(prompt.len(), limit, self.param)?;
@@ -160,18 +165,10 @@ impl Run {
             params.max_tokens = Some(params.max_tokens.map_or(room, |m| m.min(room)));
         }
         let model = codec.id().to_owned();
-        let mut generation = Generation::start(
-            state,
-            self.received,
-            codec,
-            prompt,
-            &params,
-            self.param,
-            span,
-        )
-        .await?;
-        auth::meter(caller.as_ref(), &mut generation);
-        let reply = Reply::new(self.kind, &model, self.received, Instant::now());
+        let generation = admission
+            .start(codec, prompt, &params, self.param, span)
+            .await?;
+        let reply = Reply::new(self.kind, &model, admission.received, Instant::now());
         if self.stream {
             reply::stream(generation, reply, self.tools).await
         } else {
