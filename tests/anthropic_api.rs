@@ -323,6 +323,8 @@ async fn the_anthropic_python_client_works_against_the_head() {
         "messages_stream",
         "second_turn_reads_the_cache",
         "count_tokens",
+        "tool_use_then_tool_result",
+        "tool_use_streamed",
         "unknown_field_raises_bad_request",
         "wrong_key_raises_authentication_error",
     ] {

@@ -308,12 +308,10 @@ async fn listings_probes_and_refusals_answer_in_ollamas_shape() {
         ("/api/unknown", json!({}), 404, "/api/chat"),
         (
             "/api/chat",
-            chat(json!([]), 4, false).tap(
-                "tools",
-                json!([{"type": "function", "function": {"name": "f"}}]),
-            ),
+            chat(json!([{"role": "user", "content": "x"}]), 4, false)
+                .tap("tools", json!([{"type": "function", "function": {}}])),
             400,
-            "tools",
+            "tools[0].function.name",
         ),
         (
             "/api/chat",
@@ -457,6 +455,9 @@ async fn the_ollama_python_client_chats_generates_lists_and_shows() {
         "streamed_chat",
         "generate",
         "structured_chat",
+        "chat_with_tools",
+        "streamed_chat_with_tools",
+        "tool_result_gets_text",
         "list_names_the_model",
         "show_gives_template_and_model_info",
         "embed_raises_not_implemented",

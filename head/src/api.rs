@@ -21,6 +21,7 @@
 
 pub mod admin;
 pub mod admin_keys;
+pub mod admission;
 pub mod anthropic;
 pub mod auth;
 pub mod browser;

@@ -140,12 +140,30 @@ def tool_use_then_tool_result():
     assert second.stop_reason != "tool_use", second
 
 
+def tool_use_streamed():
+    ask = {"role": "user", "content": "What is the weather in Paris?"}
+    with client().messages.stream(
+        model=MODEL, max_tokens=64, extra_body=GREEDY, messages=[ask],
+        tools=[WEATHER], tool_choice={"type": "any"},
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_message()
+    assert "input_json" in kinds, kinds
+    assert final.stop_reason == "tool_use", final
+    calls = [b for b in final.content if b.type == "tool_use"]
+    assert len(calls) == 1 and calls[0].name == "get_weather", final
+    assert calls[0].id.startswith("toolu_"), final
+    assert isinstance(calls[0].input, dict), final
+    assert isinstance(calls[0].input.get("city"), str), final
+
+
 CASES = [
     messages_create,
     messages_stream,
     second_turn_reads_the_cache,
     count_tokens,
     tool_use_then_tool_result,
+    tool_use_streamed,
     unknown_field_raises_bad_request,
     wrong_key_raises_authentication_error,
 ]

@@ -88,11 +88,80 @@ def pull_raises_with_how_models_arrive():
     raise AssertionError("pull did not raise")
 
 
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+ASK_FOR_THE_CALL = [{"role": "user", "content": "Call the get_weather function for Paris."}]
+TOOL_OPTIONS = {"temperature": 0, "num_predict": 64}
+
+
+def assert_text_or_call(answer):
+    """The model decides whether to call (Ollama has no tool_choice); the
+    small test model answers with text. Either must be well formed."""
+    assert answer.done, answer
+    calls = answer.message.tool_calls
+    if calls:
+        call = calls[0]
+        assert call.function.name == "get_weather", call
+        assert isinstance(call.function.arguments, dict), call
+        assert isinstance(call.function.arguments.get("city"), str), call
+        assert answer.done_reason == "stop", answer
+    else:
+        assert answer.message.content and answer.message.content.strip(), answer
+        assert answer.done_reason in ("stop", "length"), answer
+    return calls
+
+
+def chat_with_tools():
+    answer = client().chat(model=MODEL, messages=ASK_FOR_THE_CALL, tools=[WEATHER], options=TOOL_OPTIONS)
+    assert_text_or_call(answer)
+
+
+def streamed_chat_with_tools():
+    parts = list(
+        client().chat(model=MODEL, messages=ASK_FOR_THE_CALL, tools=[WEATHER], options=TOOL_OPTIONS, stream=True)
+    )
+    whole = client().chat(model=MODEL, messages=ASK_FOR_THE_CALL, tools=[WEATHER], options=TOOL_OPTIONS)
+    # A cached prompt may change greedy text a little: compare the kind of
+    # answer, not its text.
+    calls = [c for p in parts for c in (p.message.tool_calls or [])]
+    assert bool(calls) == bool(whole.message.tool_calls), (calls, whole)
+    text = "".join(p.message.content or "" for p in parts)
+    assert calls or text.strip(), parts
+    assert all(not p.done for p in parts[:-1]) and parts[-1].done, parts[-1]
+    assert parts[-1].done_reason in ("stop", "length"), parts[-1]
+
+
+def tool_result_gets_text():
+    call = ollama.Message.ToolCall(
+        function=ollama.Message.ToolCall.Function(name="get_weather", arguments={"city": "Paris"})
+    )
+    messages = ASK_FOR_THE_CALL + [
+        ollama.Message(role="assistant", content="", tool_calls=[call]),
+        {"role": "tool", "tool_name": "get_weather", "content": "Sunny, 24 degrees Celsius."},
+    ]
+    answer = client().chat(model=MODEL, messages=messages, tools=[WEATHER], options={"temperature": 0, "num_predict": 48})
+    assert answer.message.content and answer.message.content.strip(), answer
+    assert not answer.message.tool_calls, answer
+
+
 CASES = [
     chat,
     streamed_chat,
     generate,
     structured_chat,
+    chat_with_tools,
+    streamed_chat_with_tools,
+    tool_result_gets_text,
     list_names_the_model,
     show_gives_template_and_model_info,
     embed_raises_not_implemented,

@@ -5,7 +5,9 @@
 //! - [`request`]: the request bodies and their validation.
 //! - [`blocks`]: content blocks to text.
 //! - [`wire`]: the answer's serde types.
-//! - [`answer`]: one `message`, or Anthropic's server-sent events.
+//! - [`answer`]: one `message`.
+//! - [`stream`]: Anthropic's server-sent events, text and `tool_use` blocks.
+//! - [`tools`]: `tools`, `tool_choice`, `tool_use` and `tool_result` blocks.
 //! - [`errors`]: Anthropic's error shape, and the layer that gives it to
 //!   every error on these routes.
 
@@ -13,15 +15,18 @@ pub mod answer;
 pub mod blocks;
 pub mod errors;
 pub mod request;
+pub mod stream;
 pub mod tools;
 pub mod wire;
 
 #[cfg(test)]
+mod stream_tests;
+#[cfg(test)]
 mod tests;
 
-use super::auth::{self, Caller};
+use super::admission::Admission;
+use super::auth::Caller;
 use super::extract::ApiJson;
-use super::generate::Generation;
 use super::handlers::{next_request_id, request_span, tokenize};
 use super::request_metrics::RequestModel;
 use super::tools::{grammar, prompt, ToolSet};
@@ -32,9 +37,8 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::{Extension, Json};
 use request::{Conversation, CountTokensRequest, MessagesRequest};
-use std::sync::Arc;
 use std::time::Instant;
-use tracing::{Instrument, Span};
+use tracing::Instrument;
 use wire::TokenCount;
 
 /// `POST /v1/messages`.
@@ -49,7 +53,12 @@ pub async fn messages(
     let span = request_span("messages", &id);
     let inner = span.clone();
     let work = async move {
-        let codec = admit_model(&state, req.model_id()?, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received,
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(req.model_id()?, counted.as_ref())?;
         if let Some(user) = req.user_id() {
             tracing::info!(user_id = %user, "metadata.user_id");
         }
@@ -57,35 +66,21 @@ pub async fn messages(
         let mut params = req.params()?;
         let tools = req.tool_set()?.filter(ToolSet::offered);
         if let Some(tools) = &tools {
-            if params.stream {
-                return Err(ApiError::param(
-                    "stream",
-                    "`stream` with `tools` is not supported by this head yet; send the request with \"stream\": false",
-                ));
-            }
             params.constraint = grammar::constraint(tools)?;
             conversation.messages = prompt::with_tools(conversation.messages, tools);
         }
         let prompt = tokenize(&codec, render(&codec, conversation)?).await?;
-        let mut generation = Generation::start(
-            &state,
-            received,
-            codec.clone(),
-            prompt,
-            &params,
-            "messages",
-            inner,
-        )
-        .await?;
-        auth::meter(caller.as_ref(), &mut generation);
+        let generation = admission
+            .start(codec.clone(), prompt, &params, "messages", inner)
+            .await?;
         let reply = Reply {
             id: format!("msg_{id}"),
             model: codec.id().to_owned(),
         };
-        if let Some(tools) = &tools {
+        if params.stream {
+            stream::stream(generation, reply, tools).await
+        } else if let Some(tools) = &tools {
             tools::complete(generation, reply, tools).await
-        } else if params.stream {
-            answer::stream(generation, reply).await
         } else {
             answer::complete(generation, reply).await
         }
@@ -104,7 +99,12 @@ pub async fn count_tokens(
     let id = next_request_id();
     let span = request_span("count_tokens", &id);
     let work = async move {
-        let codec = admit_model(&state, req.model_id()?, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received: Instant::now(),
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(req.model_id()?, counted.as_ref())?;
         let mut conversation = req.conversation()?;
         if let Some(tools) = req.tool_set()? {
             conversation.messages = prompt::with_tools(conversation.messages, &tools);
@@ -124,28 +124,4 @@ fn render(codec: &ModelCodec, conversation: Conversation) -> Result<String, ApiE
         text.push_str(&prefill);
     }
     Ok(text)
-}
-
-/// The codec of the requested model once the caller's key may use it; the
-/// request's metrics are labelled with it from here on.
-fn admit_model(
-    state: &AppState,
-    id: &str,
-    caller: Option<&Extension<Caller>>,
-    counted: Option<&Extension<RequestModel>>,
-) -> Result<Arc<ModelCodec>, ApiError> {
-    Span::current().record("model", id);
-    let codec = state
-        .catalog
-        .get(id)
-        .cloned()
-        .ok_or_else(|| ApiError::UnknownModel {
-            model: id.to_owned(),
-            served: state.catalog.ids(),
-        })?;
-    if let Some(Extension(counted)) = counted {
-        counted.set(codec.id());
-    }
-    auth::check_model(caller, codec.id())?;
-    Ok(codec)
 }

@@ -1,6 +1,7 @@
 //! The route handlers: each validates its request, builds the prompt and
 //! hands the generation to [`respond`](super::respond).
 
+use super::admission::Admission;
 use super::auth::{self, Caller};
 use super::extract::ApiJson;
 use super::generate::Generation;
@@ -36,23 +37,20 @@ pub async fn chat(
     let span = request_span("chat", &id);
     let inner = span.clone();
     let work = async move {
-        let codec = admit_model(&state, &req, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received,
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(req.model_id()?, counted.as_ref())?;
         let messages = req.chat_messages()?;
         let mut params = req.params()?;
         let (messages, tools) = super::tools::prepare(&req, messages, &mut params)?;
         let text = codec.render_chat(&messages)?;
         let prompt = tokenize(&codec, text).await?;
-        let mut generation = Generation::start(
-            &state,
-            received,
-            codec.clone(),
-            prompt,
-            &params,
-            "messages",
-            inner,
-        )
-        .await?;
-        auth::meter(caller.as_ref(), &mut generation);
+        let generation = admission
+            .start(codec.clone(), prompt, &params, "messages", inner)
+            .await?;
         let envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
         if let Some(tools) = tools.filter(super::tools::ToolSet::offered) {
             return super::tools::respond::answer(generation, envelope, &params, tools).await;
@@ -74,22 +72,19 @@ pub async fn completions(
     let span = request_span("completions", &id);
     let inner = span.clone();
     let work = async move {
-        let codec = admit_model(&state, &req, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received,
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(req.model_id()?, counted.as_ref())?;
         let text = req.prompt_text()?;
         super::tools::spec::refuse_on_completions(&req)?;
         let params = req.params()?;
         let prompt = tokenize(&codec, text.to_owned()).await?;
-        let mut generation = Generation::start(
-            &state,
-            received,
-            codec.clone(),
-            prompt,
-            &params,
-            "prompt",
-            inner,
-        )
-        .await?;
-        auth::meter(caller.as_ref(), &mut generation);
+        let generation = admission
+            .start(codec.clone(), prompt, &params, "prompt", inner)
+            .await?;
         let envelope = Envelope::new(Flavor::Text, codec.id(), &id);
         run(generation, envelope, params.stream, params.include_usage).await
     };
@@ -234,40 +229,6 @@ pub(crate) async fn tokenize(
         .await
         .map_err(|e| ApiError::Generation {
             message: format!("tokenizing the prompt failed ({e}); retry the request"),
-        })
-}
-
-/// The codec of the requested model: 400 if none is named, 404 if it is
-/// not served.
-/// The request's model, once the caller's key may use it; the request's
-/// metrics are labelled with it from here on.
-pub(super) fn admit_model(
-    state: &AppState,
-    req: &CompletionRequest,
-    caller: Option<&Extension<Caller>>,
-    counted: Option<&Extension<RequestModel>>,
-) -> Result<Arc<ModelCodec>, ApiError> {
-    let codec = find_model(state, req)?;
-    if let Some(Extension(counted)) = counted {
-        counted.set(codec.id());
-    }
-    if let Some(Extension(Caller(key))) = caller {
-        Span::current().record("key", key.record.name.as_str());
-    }
-    auth::check_model(caller, codec.id())?;
-    Ok(codec)
-}
-
-fn find_model(state: &AppState, req: &CompletionRequest) -> Result<Arc<ModelCodec>, ApiError> {
-    let id = req.model_id()?;
-    Span::current().record("model", id);
-    state
-        .catalog
-        .get(id)
-        .cloned()
-        .ok_or_else(|| ApiError::UnknownModel {
-            model: id.to_owned(),
-            served: state.catalog.ids(),
         })
 }
 

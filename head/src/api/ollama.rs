@@ -7,6 +7,7 @@
 //!   fields refused.
 //! - [`options`]: `options`, `format`, `keep_alive` and `think`.
 //! - [`generation`]: the two generating handlers.
+//! - [`tools`]: `tools`, `tool_calls` and `tool` messages on `/api/chat`.
 //! - [`reply`]: NDJSON and whole answers with Ollama's counts and durations.
 //! - [`info`]: `/api/tags`, `/api/ps`, `/api/show`, `/api/version` and `/`.
 //! - [`refusals`]: embeddings, model management and unknown paths.
@@ -21,6 +22,7 @@ pub mod options;
 pub mod refusals;
 pub mod reply;
 pub mod request;
+pub mod tools;
 
 pub use error::OllamaError;
 

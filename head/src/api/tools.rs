@@ -1,4 +1,5 @@
-//! Tool calling on `/v1/chat/completions`.
+//! Tool calling, for `/v1/chat/completions`, Ollama's `/api/chat` and
+//! Anthropic's `/v1/messages`.
 //!
 //! - [`spec`]: `tools`, `tool_choice` and `parallel_tool_calls`, checked
 //!   into a [`ToolSet`].
@@ -10,6 +11,8 @@
 //!   function produce a call whose arguments match the function's schema.
 //! - [`parse`]: the calls read back out of the generated text; text that is
 //!   not a readable call stays text.
+//! - [`split`]: a streamed answer's text and the calls held back after it,
+//!   for every API's streams.
 //! - [`respond`]: the answer with `message.tool_calls`, whole or streamed as
 //!   OpenAI's deltas.
 
@@ -18,6 +21,7 @@ pub mod parse;
 pub mod prompt;
 pub mod respond;
 pub mod spec;
+pub mod split;
 
 #[cfg(test)]
 mod tests;

@@ -298,7 +298,7 @@ pub async fn complete(
                 let input = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
                 message.content.push(ContentBlock::ToolUse(ToolUseBlock {
                     kind: "tool_use",
-                    id: format!("toolu_{}_{i}", reply.id.trim_start_matches("msg_")),
+                    id: reply.tool_use_id(i),
                     name: call.name,
                     input,
                 }));

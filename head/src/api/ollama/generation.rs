@@ -1,11 +1,13 @@
 //! `POST /api/chat` and `POST /api/generate`: each request becomes the
 //! OpenAI request it asks for and runs on the one generation path
-//! ([`Generation`]), answered in Ollama's shape by [`reply`](super::reply).
+//! ([`Generation`](super::super::generate::Generation)), answered in Ollama's shape by [`reply`](super::reply).
 
-use super::super::auth::{self, Caller};
-use super::super::generate::{check_context, Generation};
-use super::super::handlers::{admit_model, next_request_id, request_span, tokenize};
+use super::super::admission::Admission;
+use super::super::auth::Caller;
+use super::super::generate::check_context;
+use super::super::handlers::{next_request_id, request_span, tokenize};
 use super::super::request_metrics::RequestModel;
+use super::super::tools::{prepare, ToolSet};
 use super::super::types::{CompletionRequest, Params};
 use super::super::{ApiError, AppState};
 use super::extract::OllamaJson;
@@ -34,27 +36,32 @@ pub async fn chat(
     let inner = span.clone();
     let work = async move {
         let openai = req.to_openai()?;
-        let codec = admit_model(&state, &openai, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received,
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(openai.model_id()?, counted.as_ref())?;
         if req.messages.is_empty() {
             return Ok(Reply::loaded(Kind::Chat, codec.id()));
         }
-        let params = params(&state, &codec, &openai, req.options.as_ref())?;
+        let mut params = params(&state, &codec, &openai, req.options.as_ref())?;
         let messages = openai.chat_messages()?;
+        let (messages, tools) = prepare(&openai, messages, &mut params)?;
         let text = codec.render_chat(&messages).map_err(ApiError::from)?;
         let prompt = tokenize(&codec, text).await?;
         let run = Run {
             kind: Kind::Chat,
-            received,
             stream: req.streams(),
             param: "messages",
+            tools: tools.filter(ToolSet::offered),
         };
         run.start(
-            &state,
+            &admission,
             codec,
             prompt,
             params,
             req.options.as_ref(),
-            caller,
             inner,
         )
         .await
@@ -75,7 +82,12 @@ pub async fn generate(
     let inner = span.clone();
     let work = async move {
         let openai = req.to_openai()?;
-        let codec = admit_model(&state, &openai, caller.as_ref(), counted.as_ref())?;
+        let admission = Admission {
+            state: &state,
+            received,
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(openai.model_id()?, counted.as_ref())?;
         if req.only_loads() {
             return Ok(Reply::loaded(Kind::Generate, codec.id()));
         }
@@ -90,17 +102,16 @@ pub async fn generate(
         let prompt = tokenize(&codec, text).await?;
         let run = Run {
             kind: Kind::Generate,
-            received,
             stream: req.streams(),
             param: "prompt",
+            tools: None,
         };
         run.start(
-            &state,
+            &admission,
             codec,
             prompt,
             params,
             req.options.as_ref(),
-            caller,
             inner,
         )
         .await
@@ -128,25 +139,25 @@ fn params(
 /// How one request's generation is started and answered.
 struct Run {
     kind: Kind,
-    received: Instant,
     stream: bool,
     /// The request field the prompt came from.
     param: &'static str,
+    /// The tools the model may call, whose calls the answer reads out.
+    tools: Option<ToolSet>,
 }
 
 impl Run {
     /// Honours `num_ctx`, sends the prompt to a node and answers.
-    #[allow(clippy::too_many_arguments)]
     async fn start(
         self,
-        state: &AppState,
+        admission: &Admission<'_>,
         codec: Arc<ModelCodec>,
         prompt: Vec<superfluid_proto::TokenId>,
         mut params: Params,
         options: Option<&Options>,
-        caller: Option<Extension<Caller>>,
         span: tracing::Span,
     ) -> Result<Response, OllamaError> {
+        let state = admission.state;
         if let (Some(options), Some(served)) = (options, state.fleet.context_len(codec.id())) {
             let limit = options.context(served)?;
             check_context(prompt.len(), limit, self.param)?;
@@ -154,22 +165,14 @@ impl Run {
             params.max_tokens = Some(params.max_tokens.map_or(room, |m| m.min(room)));
         }
         let model = codec.id().to_owned();
-        let mut generation = Generation::start(
-            state,
-            self.received,
-            codec,
-            prompt,
-            &params,
-            self.param,
-            span,
-        )
-        .await?;
-        auth::meter(caller.as_ref(), &mut generation);
-        let reply = Reply::new(self.kind, &model, self.received, Instant::now());
+        let generation = admission
+            .start(codec, prompt, &params, self.param, span)
+            .await?;
+        let reply = Reply::new(self.kind, &model, admission.received, Instant::now());
         if self.stream {
-            reply::stream(generation, reply).await
+            reply::stream(generation, reply, self.tools).await
         } else {
-            reply::complete(generation, reply).await
+            reply::complete(generation, reply, self.tools.as_ref()).await
         }
     }
 }

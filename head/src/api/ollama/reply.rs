@@ -4,8 +4,12 @@
 
 use super::super::generate::{Generation, Usage};
 use super::super::output::{FinishReason, Step};
+use super::super::tools::parse::{parse, ParsedCall};
+use super::super::tools::split::{CallSplitter, Ending};
+use super::super::tools::ToolSet;
 use super::super::NODE_HEADER;
 use super::clock::rfc3339_now;
+use super::tools;
 use super::OllamaError;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue};
@@ -59,6 +63,14 @@ impl Reply {
         let mut object = self.head(text);
         object.insert("done".into(), Value::Bool(false));
         Value::Object(object)
+    }
+
+    /// An object carrying the model's calls, not yet done.
+    fn calls(&mut self, calls: &[ParsedCall]) -> Value {
+        let mut object = Value::Object(self.head(""));
+        object["message"]["tool_calls"] = tools::calls(calls);
+        object["done"] = Value::Bool(false);
+        object
     }
 
     /// The last object: `text` (all of it when not streamed), the reason
@@ -125,8 +137,7 @@ fn reason(finish: FinishReason) -> &'static str {
     match finish {
         FinishReason::Stop => "stop",
         FinishReason::Length => "length",
-        // Tool calls are refused on /api/chat; were one to end a
-        // generation, Ollama reports it as a plain stop.
+        // Ollama reports an answer of tool calls as a plain stop.
         FinishReason::ToolCalls => "stop",
     }
 }
@@ -139,10 +150,12 @@ fn with_node(node: &str, response: impl IntoResponse) -> Response {
     response
 }
 
-/// Runs the generation to its end and answers with one JSON object.
+/// Runs the generation to its end and answers with one JSON object; with
+/// `tools`, calls in the answer are `message.tool_calls`.
 pub async fn complete(
     mut generation: Generation,
     mut reply: Reply,
+    tools: Option<&ToolSet>,
 ) -> Result<Response, OllamaError> {
     let mut text = String::new();
     let finish = loop {
@@ -156,21 +169,41 @@ pub async fn complete(
             Step::Done(finish) => break finish,
         }
     };
-    let body = reply.done(&text, reason(finish), generation.usage());
+    let parsed = tools.and_then(|tools| parse(&text, tools));
+    let body = match parsed {
+        Some(parsed) => {
+            let content = parsed.content.unwrap_or_default();
+            let mut body = reply.done(
+                &content,
+                reason(FinishReason::ToolCalls),
+                generation.usage(),
+            );
+            body["message"]["tool_calls"] = tools::calls(&parsed.calls);
+            body
+        }
+        None => reply.done(&text, reason(finish), generation.usage()),
+    };
     Ok(with_node(&generation.node, Json(body)))
 }
 
 /// Answers with one JSON object per line as the node generates. The first
 /// step is awaited before the response starts, so that a generation that
 /// fails before any text gets an error status, and the node header names
-/// the node that answers.
-pub async fn stream(mut generation: Generation, reply: Reply) -> Result<Response, OllamaError> {
+/// the node that answers. With `tools`, text that may begin a call is held
+/// back, and the calls come in one object before the last, as Ollama sends
+/// them.
+pub async fn stream(
+    mut generation: Generation,
+    reply: Reply,
+    tools: Option<ToolSet>,
+) -> Result<Response, OllamaError> {
     let first = generation.next().await;
     let first = first?;
     let node = generation.node.clone();
     let mut state = StreamState {
         generation,
         reply,
+        tools: tools.map(|tools| (tools, CallSplitter::default())),
         pending: VecDeque::new(),
         done: false,
     };
@@ -183,6 +216,8 @@ pub async fn stream(mut generation: Generation, reply: Reply) -> Result<Response
 struct StreamState {
     generation: Generation,
     reply: Reply,
+    /// The tools offered, and what of the answer is held back as a call.
+    tools: Option<(ToolSet, CallSplitter)>,
     pending: VecDeque<Bytes>,
     done: bool,
 }
@@ -191,18 +226,45 @@ impl StreamState {
     /// Queues the line for one step of the generation; an error mid-stream
     /// is a last `{"error": ...}` line, as Ollama sends it.
     fn push(&mut self, step: Result<Step, OllamaError>) {
-        let value = match step {
-            Ok(Step::Text(text)) => self.reply.text(&text),
-            Ok(Step::Done(finish)) => {
+        match step {
+            Ok(Step::Text(text)) => {
+                let text = match &mut self.tools {
+                    Some((_, split)) => split.text(&text),
+                    None => text,
+                };
+                if !text.is_empty() {
+                    let line = self.reply.text(&text);
+                    self.line(&line);
+                }
+            }
+            Ok(Step::Done(mut finish)) => {
+                if let Some((tools, split)) = &mut self.tools {
+                    match split.finish(tools) {
+                        Ending::Calls(calls) => {
+                            let line = self.reply.calls(&calls);
+                            self.line(&line);
+                            finish = FinishReason::ToolCalls;
+                        }
+                        Ending::Text(held) if !held.is_empty() => {
+                            let line = self.reply.text(&held);
+                            self.line(&line);
+                        }
+                        Ending::Text(_) => {}
+                    }
+                }
                 self.done = true;
-                self.reply.done("", reason(finish), self.generation.usage())
+                let line = self.reply.done("", reason(finish), self.generation.usage());
+                self.line(&line);
             }
             Err(err) => {
                 tracing::warn!(error = %err, "generation failed mid-stream");
                 self.done = true;
-                err.body()
+                self.line(&err.body());
             }
-        };
+        }
+    }
+
+    fn line(&mut self, value: &Value) {
         let mut line = value.to_string();
         line.push('\n');
         self.pending.push_back(Bytes::from(line));

@@ -6,6 +6,7 @@
 
 use super::super::types::{CompletionRequest, RequestMessage};
 use super::options::{self, Options};
+use super::tools;
 use super::OllamaError;
 use serde::Deserialize;
 use serde_json::Value;
@@ -19,7 +20,8 @@ pub struct ChatRequest {
     /// The conversation; empty or absent only loads the model.
     #[serde(default)]
     pub messages: Vec<Message>,
-    /// Functions the model may call (not supported yet).
+    /// Functions the model may call, as OpenAI's `tools`; the model
+    /// chooses whether to call one (Ollama has no `tool_choice`).
     pub tools: Option<Value>,
     /// `"json"` or a JSON schema.
     pub format: Option<Value>,
@@ -44,9 +46,9 @@ pub struct Message {
     pub content: Option<String>,
     /// Base64 images (not supported).
     pub images: Option<Value>,
-    /// Calls the assistant made (not supported yet).
+    /// Calls the assistant made: `[{"function": {"name", "arguments"}}]`.
     pub tool_calls: Option<Value>,
-    /// The tool a `tool` message answers for (not supported yet).
+    /// The tool whose result a `tool` message carries.
     pub tool_name: Option<Value>,
     /// An earlier answer's reasoning (not supported).
     pub thinking: Option<Value>,
@@ -132,11 +134,6 @@ fn common(
 impl ChatRequest {
     /// The OpenAI chat request this one asks for.
     pub fn to_openai(&self) -> Result<CompletionRequest, OllamaError> {
-        refuse(
-            "tools",
-            asks(self.tools.as_ref()),
-            "tool calling is not available yet; send the request without `tools`",
-        )?;
         let mut req = common(
             self.model.as_ref(),
             self.format.as_ref(),
@@ -152,18 +149,6 @@ impl ChatRequest {
                 asks(m.images.as_ref()),
                 "the served models read text only; send the message without images",
             )?;
-            let calls_field = format!("messages[{i}].tool_calls");
-            refuse(
-                &calls_field,
-                asks(m.tool_calls.as_ref()),
-                "tool calling is not available yet; send the conversation without tool calls",
-            )?;
-            let name_field = format!("messages[{i}].tool_name");
-            refuse(
-                &name_field,
-                asks(m.tool_name.as_ref()),
-                "tool calling is not available yet; send the conversation without tool results",
-            )?;
             let think_field = format!("messages[{i}].thinking");
             refuse(&think_field, asks(m.thinking.as_ref()), "superfluid does not separate a model's reasoning from its answer; send the message without `thinking`")?;
             if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool") {
@@ -175,14 +160,10 @@ impl ChatRequest {
                     ),
                 ));
             }
-            messages.push(RequestMessage {
-                role: m.role.clone(),
-                content: Value::String(m.content.clone().unwrap_or_default()),
-                tool_calls: Value::Null,
-                tool_call_id: None,
-            });
+            messages.push(tools::message(i, m)?);
         }
         req.messages = Some(messages);
+        req.tools = self.tools.clone();
         Ok(req)
     }
 

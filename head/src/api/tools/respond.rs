@@ -17,8 +17,8 @@ use axum::Json;
 use futures::stream;
 
 use super::parse::{parse, ParsedCall};
-use super::prompt::CALL_OPEN;
 use super::spec::ToolSet;
+use super::split::{pieces, CallSplitter, Ending, ARGUMENT_PIECE};
 use crate::api::generate::Generation;
 use crate::api::output::{FinishReason, Step};
 use crate::api::respond::{data, with_node, Envelope};
@@ -28,9 +28,6 @@ use crate::api::wire::chat::{
 };
 use crate::api::wire::{NoLogprobs, Object};
 use crate::api::ApiError;
-
-/// Bytes of arguments per streamed delta.
-const ARGUMENT_PIECE: usize = 24;
 
 /// Runs the generation to its end and answers with one JSON object.
 pub async fn complete(
@@ -99,8 +96,7 @@ pub async fn stream(
         include_usage,
         tools,
         pending: VecDeque::new(),
-        held: String::new(),
-        in_call: false,
+        split: CallSplitter::default(),
         done: false,
     };
     let role = Delta {
@@ -138,10 +134,8 @@ struct ToolStream {
     include_usage: bool,
     tools: ToolSet,
     pending: VecDeque<Event>,
-    /// Text not sent yet: the end of the text that may begin a call, or,
-    /// once a call began, everything from its tag on.
-    held: String,
-    in_call: bool,
+    /// Holds back what may be a call.
+    split: CallSplitter,
     done: bool,
 }
 
@@ -150,35 +144,18 @@ impl ToolStream {
     fn push(&mut self, step: Result<Step, ApiError>) {
         match step {
             Ok(Step::Text(text)) => {
-                self.held.push_str(&text);
-                if self.in_call {
-                    return;
-                }
-                let sendable = match self.held.find(CALL_OPEN) {
-                    Some(at) => {
-                        self.in_call = true;
-                        at
-                    }
-                    None => self.held.len() - partial_tag(&self.held),
-                };
-                let text: String = self.held.drain(..sendable).collect();
+                let text = self.split.text(&text);
                 self.text(text);
             }
             Ok(Step::Done(finish)) => {
-                let held = std::mem::take(&mut self.held);
-                let parsed = if self.in_call {
-                    parse(&held, &self.tools)
-                } else {
-                    None
-                };
-                let finish = match parsed {
-                    Some(parsed) => {
-                        for (i, call) in parsed.calls.into_iter().enumerate() {
+                let finish = match self.split.finish(&self.tools) {
+                    Ending::Calls(calls) => {
+                        for (i, call) in calls.into_iter().enumerate() {
                             self.call(i, call);
                         }
                         FinishReason::ToolCalls
                     }
-                    None => {
+                    Ending::Text(held) => {
                         self.text(held);
                         finish
                     }
@@ -272,29 +249,6 @@ impl ToolStream {
             usage,
         }
     }
-}
-
-/// How many bytes at the end of `text` could be the start of a call tag.
-pub fn partial_tag(text: &str) -> usize {
-    (1..CALL_OPEN.len())
-        .rev()
-        .find(|&n| text.ends_with(&CALL_OPEN[..n]))
-        .unwrap_or(0)
-}
-
-/// `text` in pieces of about `size` bytes, cut between characters.
-pub fn pieces(text: &str, size: usize) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < text.len() {
-        let mut end = (start + size).min(text.len());
-        while !text.is_char_boundary(end) {
-            end += 1;
-        }
-        out.push(&text[start..end]);
-        start = end;
-    }
-    out
 }
 
 /// Answers a generation whose request offered tools, whole or streamed.

@@ -4,7 +4,7 @@ use superfluid_proto::Constraint;
 use super::grammar::constraint;
 use super::parse::parse;
 use super::prompt::{assistant_calls, with_tools};
-use super::respond::{partial_tag, pieces};
+use super::split::{partial_tag, pieces};
 use super::{Choice, ToolSet};
 use crate::api::ApiError;
 use crate::codec::ChatMessage;

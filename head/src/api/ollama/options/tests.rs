@@ -90,11 +90,12 @@ fn unknown_fields_and_options_are_refused_by_name() {
 
 #[test]
 fn features_superfluid_lacks_are_refused_naming_the_field() {
-    let tool = json!([{"type": "function", "function": {"name": "f"}}]);
     for (result, field) in [
         (
-            chat(json!({"model": "m", "messages": [], "tools": tool})),
-            "tools",
+            chat(
+                json!({"model": "m", "messages": [{"role": "user", "content": "x", "tool_calls": [{"function": {"name": "f"}}]}]}),
+            ),
+            "messages[0].tool_calls",
         ),
         (
             chat(

@@ -1,0 +1,81 @@
+//! The steps every generating endpoint takes, whichever API it speaks
+//! (OpenAI's, Ollama's, Anthropic's): the model admitted for the caller's
+//! key, and the generation started on a node and metered to that key.
+//! Each endpoint then answers the generation in its own shape.
+
+use super::auth::{self, Caller};
+use super::generate::Generation;
+use super::request_metrics::RequestModel;
+use super::types::Params;
+use super::{ApiError, AppState};
+use crate::codec::ModelCodec;
+use axum::Extension;
+use std::sync::Arc;
+use std::time::Instant;
+use superfluid_proto::TokenId;
+use tracing::Span;
+
+/// One request on its way to a node.
+pub(crate) struct Admission<'a> {
+    /// The head's state.
+    pub state: &'a AppState,
+    /// When the request arrived.
+    pub received: Instant,
+    /// The key that sent it, when keys are on.
+    pub caller: Option<&'a Extension<Caller>>,
+}
+
+impl Admission<'_> {
+    /// The codec of model `id` once the caller's key may use it: 404 if it
+    /// is not served, 403 if the key may not use it. The request's metrics
+    /// are labelled with the model from here on, and its log span names
+    /// the model and the key.
+    pub fn model(
+        &self,
+        id: &str,
+        counted: Option<&Extension<RequestModel>>,
+    ) -> Result<Arc<ModelCodec>, ApiError> {
+        Span::current().record("model", id);
+        let codec = self
+            .state
+            .catalog
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ApiError::UnknownModel {
+                model: id.to_owned(),
+                served: self.state.catalog.ids(),
+            })?;
+        if let Some(Extension(counted)) = counted {
+            counted.set(codec.id());
+        }
+        if let Some(Extension(Caller(key))) = self.caller {
+            Span::current().record("key", key.record.name.as_str());
+        }
+        auth::check_model(self.caller, codec.id())?;
+        Ok(codec)
+    }
+
+    /// Sends `prompt` to a node and meters the generation to the caller's
+    /// key; `param` names the request field the prompt came from.
+    pub async fn start(
+        &self,
+        codec: Arc<ModelCodec>,
+        prompt: Vec<TokenId>,
+        params: &Params,
+        param: &'static str,
+        span: Span,
+    ) -> Result<Generation, ApiError> {
+        let mut generation = Generation::start(
+            self.state,
+            self.received,
+            codec,
+            prompt,
+            params,
+            param,
+            span,
+        )
+        .await?;
+        auth::meter(self.caller, &mut generation);
+        Ok(generation)
+    }
+}
