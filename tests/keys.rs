@@ -141,6 +141,14 @@ async fn a_key_sees_and_uses_only_its_models() {
     let (status, _, body) = get(&head, "/v1/models", &[("authorization", &bearer(&bob))]).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"], json!([]), "bob may list no served model");
+    let (status, _, body) = get(
+        &head,
+        &format!("/v1/models/{MODEL}"),
+        &[("authorization", &bearer(&bob))],
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "model_not_found", "{body}");
 
     let response = head
         .client

@@ -77,6 +77,8 @@ async fn the_openai_python_client_works_with_a_key_and_raises_without_one() {
             "models_retrieve_reads_the_model_and_404s_an_unknown_one",
             "no_key_raises_authentication_error",
             "wrong_key_raises_authentication_error",
+            "same_seed_gives_the_same_text",
+            "completion_echo_and_refused_suffix",
         ],
     );
 }

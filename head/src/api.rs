@@ -1,6 +1,8 @@
 //! OpenAI-compatible HTTP API.
 //!
 //! - [`types`]: the request body and its validation.
+//! - [`fields`]: which request fields each endpoint takes.
+//! - [`bias`]: `logit_bias`, read and checked against the vocabulary.
 //! - [`extract`]: the JSON extractor whose rejections are OpenAI errors.
 //! - [`error`]: [`ApiError`], the one place errors become HTTP responses.
 //! - [`generate`]: context check, dispatch to the fleet, tokens to text.
@@ -24,9 +26,11 @@ pub mod admin_keys;
 pub mod admission;
 pub mod anthropic;
 pub mod auth;
+pub mod bias;
 pub mod browser;
 pub mod error;
 pub mod extract;
+pub mod fields;
 pub mod fleet_view;
 pub mod generate;
 pub mod handlers;
@@ -108,7 +112,7 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/models", get(handlers::models))
-        .route("/v1/models/{id}", get(model_retrieve::retrieve))
+        .route("/v1/models/{*id}", get(model_retrieve::retrieve))
         .route("/v1/fleet", get(fleet_view::fleet))
         .merge(ollama::routes())
         .route("/v1/messages", post(anthropic::messages))

@@ -144,6 +144,9 @@ pub struct Sampling {
     pub frequency_penalty: f32,
     /// How many recent tokens the penalties look back over.
     pub penalty_last_n: u32,
+    /// Added to these tokens' logits before any other stage, as (token id,
+    /// bias) pairs; ids outside the vocabulary are skipped.
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 impl Default for Sampling {
@@ -158,6 +161,7 @@ impl Default for Sampling {
             presence_penalty: 0.0,
             frequency_penalty: 0.0,
             penalty_last_n: 64,
+            logit_bias: Vec::new(),
         }
     }
 }

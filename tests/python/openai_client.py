@@ -61,6 +61,36 @@ def models_retrieve_reads_the_model_and_404s_an_unknown_one():
     raise AssertionError("an unknown model was answered")
 
 
+def same_seed_gives_the_same_text():
+    def sample():
+        answer = client(KEY).chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=24, temperature=1.0, seed=1234
+        )
+        return answer.choices[0].message.content
+    first, second = sample(), sample()
+    assert first and first == second, f"{first!r} != {second!r}"
+
+
+def completion_echo_and_refused_suffix():
+    answer = client(KEY).completions.create(
+        model=MODEL, prompt="The capital of France is", max_tokens=4,
+        temperature=0, echo=True
+    )
+    text = answer.choices[0].text
+    assert text.startswith("The capital of France is") and len(text) > len(
+        "The capital of France is"
+    ), f"{text!r}"
+    try:
+        client(KEY).completions.create(
+            model=MODEL, prompt="def f(", suffix="    return x", max_tokens=4
+        )
+    except openai.BadRequestError as error:
+        assert error.status_code == 400, error.status_code
+        assert error.body["param"] == "suffix", f"{error.body}"
+        return
+    raise AssertionError("suffix was answered")
+
+
 def expect_authentication_error(said, api_key, extra_headers=None):
     try:
         client(api_key).chat.completions.create(
@@ -114,6 +144,8 @@ CASES = [
     models_retrieve_reads_the_model_and_404s_an_unknown_one,
     no_key_raises_authentication_error,
     wrong_key_raises_authentication_error,
+    same_seed_gives_the_same_text,
+    completion_echo_and_refused_suffix,
 ]
 
 # Cases that need a key set up for them; they run only when named.

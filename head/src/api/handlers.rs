@@ -4,6 +4,7 @@
 use super::admission::Admission;
 use super::auth::{self, Caller};
 use super::extract::ApiJson;
+use super::fields::Endpoint;
 use super::generate::Generation;
 use super::request_log;
 use super::request_metrics::RequestModel;
@@ -43,8 +44,11 @@ pub async fn chat(
             caller: caller.as_ref(),
         };
         let codec = admission.model(req.model_id()?, counted.as_ref())?;
+        req.check_fields(Endpoint::Chat)?;
+        log_user(&req);
         let messages = req.chat_messages()?;
         let mut params = req.params()?;
+        super::bias::check_vocab(&params.sampling.logit_bias, codec.vocab_size())?;
         let (messages, tools) = super::tools::prepare(&req, messages, &mut params)?;
         let text = codec.render_chat(&messages)?;
         let prompt = tokenize(&codec, text).await?;
@@ -79,16 +83,29 @@ pub async fn completions(
         };
         let codec = admission.model(req.model_id()?, counted.as_ref())?;
         let text = req.prompt_text()?;
+        req.check_fields(Endpoint::Completions)?;
+        log_user(&req);
         super::tools::spec::refuse_on_completions(&req)?;
         let params = req.params()?;
+        super::bias::check_vocab(&params.sampling.logit_bias, codec.vocab_size())?;
         let prompt = tokenize(&codec, text.to_owned()).await?;
         let generation = admission
             .start(codec.clone(), prompt, &params, "prompt", inner)
             .await?;
-        let envelope = Envelope::new(Flavor::Text, codec.id(), &id);
+        let mut envelope = Envelope::new(Flavor::Text, codec.id(), &id);
+        if req.echo == Some(true) {
+            envelope.echo = Some(text.to_owned());
+        }
         run(generation, envelope, params.stream, params.include_usage).await
     };
     request_log::logged(span, work).await
+}
+
+/// Logs the end user a request names in `user`.
+fn log_user(req: &CompletionRequest) {
+    if let Some(user) = req.user.as_deref() {
+        tracing::info!(user = %user, "user");
+    }
 }
 
 /// `GET /v1/models`.

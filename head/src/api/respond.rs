@@ -42,6 +42,9 @@ pub struct Envelope {
     pub model: String,
     /// Chat or text.
     pub flavor: Flavor,
+    /// The prompt, when the client asked for it before the completion
+    /// (`echo` on `/v1/completions`).
+    pub echo: Option<String>,
 }
 
 impl Envelope {
@@ -56,12 +59,16 @@ impl Envelope {
             created: unix_now(),
             model: model.to_owned(),
             flavor,
+            echo: None,
         }
     }
 
     /// The whole, non-streamed answer.
-    fn complete(&self, text: String, finish: FinishReason, usage: Usage) -> Response {
+    fn complete(&self, mut text: String, finish: FinishReason, usage: Usage) -> Response {
         let usage = usage.into();
+        if let Some(echo) = &self.echo {
+            text.insert_str(0, echo);
+        }
         match self.flavor {
             Flavor::Chat => Json(ChatCompletion {
                 id: self.id.clone(),
@@ -223,6 +230,10 @@ pub async fn stream(
     if state.envelope.flavor == Flavor::Chat {
         let role = state.envelope.chunk(Some(String::new()), true, None);
         state.pending.push_back(role);
+    }
+    if let Some(echo) = state.envelope.echo.take() {
+        let prompt = state.envelope.chunk(Some(echo), false, None);
+        state.pending.push_back(prompt);
     }
     state.push(Ok(first));
     let sse =

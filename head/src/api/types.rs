@@ -10,8 +10,8 @@ use superfluid_proto::{Constraint, Sampling};
 /// The most stop strings one request may give.
 const MAX_STOPS: usize = 16;
 
-/// The body of `/v1/chat/completions` and `/v1/completions` (each endpoint
-/// reads the fields it knows; unknown fields are ignored).
+/// The body of `/v1/chat/completions` and `/v1/completions`; each endpoint
+/// refuses the fields it does not take (see [`super::fields`]).
 #[derive(Debug, Default, Deserialize)]
 pub struct CompletionRequest {
     /// The model id.
@@ -57,13 +57,24 @@ pub struct CompletionRequest {
     pub logprobs: Option<Value>,
     /// Log probabilities of the most likely tokens (not supported).
     pub top_logprobs: Option<Value>,
-    /// Biases on token ids (not supported).
+    /// Biases on token ids (see [`super::bias`]).
     pub logit_bias: Option<Value>,
     /// The answer's format: `text`, `json_object` or `json_schema` (see
     /// [`super::structured`]).
     pub response_format: Option<Value>,
     /// Whether one answer may call several tools (see [`super::tools`]).
     pub parallel_tool_calls: Option<Value>,
+    /// Answer with the prompt followed by the completion (completions).
+    pub echo: Option<bool>,
+    /// Text the completion should lead into (completions; refused).
+    pub suffix: Option<Value>,
+    /// Candidates to generate and rank (completions; 1 or `n` only).
+    pub best_of: Option<i64>,
+    /// An id of the end user, logged with the request.
+    pub user: Option<String>,
+    /// Every other field, refused by name in [`super::fields`].
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 /// `stream_options`.
@@ -157,6 +168,7 @@ impl CompletionRequest {
             presence_penalty: range("presence_penalty", self.presence_penalty, -2.0, 2.0, 0.0)?,
             frequency_penalty: range("frequency_penalty", self.frequency_penalty, -2.0, 2.0, 0.0)?,
             penalty_last_n: defaults.penalty_last_n,
+            logit_bias: super::bias::parse(self.logit_bias.as_ref())?,
         };
         let max_tokens = match (self.max_completion_tokens, self.max_tokens) {
             (Some(m), _) => Some(positive("max_completion_tokens", m)?),
@@ -183,7 +195,6 @@ impl CompletionRequest {
         Features {
             logprobs: self.logprobs.as_ref(),
             top_logprobs: self.top_logprobs.as_ref(),
-            logit_bias: self.logit_bias.as_ref(),
         }
     }
 

@@ -19,8 +19,6 @@ pub struct Features<'a> {
     pub logprobs: Option<&'a Value>,
     /// `top_logprobs`.
     pub top_logprobs: Option<&'a Value>,
-    /// `logit_bias`.
-    pub logit_bias: Option<&'a Value>,
 }
 
 impl Features<'_> {
@@ -29,7 +27,6 @@ impl Features<'_> {
         for (field, value) in [
             ("logprobs", self.logprobs),
             ("top_logprobs", self.top_logprobs),
-            ("logit_bias", self.logit_bias),
         ] {
             if asks(value) {
                 return Err(ApiError::param(
@@ -44,7 +41,7 @@ impl Features<'_> {
 
 /// Whether a field's value asks for its feature: anything but null, false,
 /// 0 and an empty list or object.
-fn asks(value: Option<&Value>) -> bool {
+pub(super) fn asks(value: Option<&Value>) -> bool {
     match value {
         None | Some(Value::Null) | Some(Value::Bool(false)) => false,
         Some(Value::Number(n)) => n.as_f64() != Some(0.0),
@@ -64,7 +61,6 @@ mod tests {
         Features {
             logprobs: body.get("logprobs"),
             top_logprobs: body.get("top_logprobs"),
-            logit_bias: body.get("logit_bias"),
         }
     }
 
@@ -82,7 +78,6 @@ mod tests {
             (json!({"logprobs": true}), "logprobs"),
             (json!({"logprobs": 3}), "logprobs"),
             (json!({"top_logprobs": 2}), "top_logprobs"),
-            (json!({"logit_bias": {"50256": -100}}), "logit_bias"),
         ] {
             let (param, message) =
                 refused(body.clone()).unwrap_or_else(|| panic!("{body} accepted"));
@@ -98,7 +93,7 @@ mod tests {
     fn the_off_values_clients_send_by_default_are_accepted() {
         for body in [
             json!({}),
-            json!({"logprobs": false, "top_logprobs": 0, "logit_bias": {}}),
+            json!({"logprobs": false, "top_logprobs": 0}),
             json!({"logprobs": null}),
             json!({"logprobs": 0}),
         ] {

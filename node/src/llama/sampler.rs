@@ -4,6 +4,7 @@
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::token::logit_bias::LlamaLogitBias;
 use llama_cpp_2::token::LlamaToken;
 use llguidance::Matcher;
 use superfluid_proto::Sampling;
@@ -34,6 +35,7 @@ impl Picker {
     pub fn new(sampling: &Sampling, n_vocab: i32) -> Self {
         let plain = sampling.temperature.is_finite()
             && sampling.temperature <= 0.0
+            && sampling.logit_bias.is_empty()
             && (sampling.penalty_last_n == 0
                 || (sampling.repetition_penalty == 1.0
                     && sampling.frequency_penalty == 0.0
@@ -122,12 +124,25 @@ fn pick_allowed(
     Ok(token)
 }
 
-/// The chain for one generation: penalties, top-k, top-p, min-p and
-/// temperature, then a seeded random pick; greedy when `temperature <= 0`.
+/// The chain for one generation: logit biases, penalties, top-k, top-p,
+/// min-p and temperature, then a seeded random pick; greedy when
+/// `temperature <= 0`.
 /// Disabled stages are left out so the common cases stay cheap.
 /// Values that are not finite count as "disabled".
 pub fn build(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
-    let mut chain = Vec::with_capacity(6);
+    let mut chain = Vec::with_capacity(7);
+    let biases: Vec<LlamaLogitBias> = sampling
+        .logit_bias
+        .iter()
+        .filter_map(|&(id, bias)| {
+            let id = i32::try_from(id).ok().filter(|&id| id < n_vocab)?;
+            bias.is_finite()
+                .then(|| LlamaLogitBias::new(LlamaToken(id), bias))
+        })
+        .collect();
+    if !biases.is_empty() {
+        chain.push(LlamaSampler::logit_bias(n_vocab, &biases));
+    }
     let finite_or = |v: f32, off: f32| if v.is_finite() { v } else { off };
     let repeat = finite_or(sampling.repetition_penalty, 1.0);
     let repeat = if repeat > 0.0 { repeat } else { 1.0 };

@@ -315,6 +315,35 @@ fn seeded_sampling_is_reproducible() {
 }
 
 #[test]
+fn logit_bias_bans_the_greedy_token_and_forces_another() {
+    let engine = engine(1, 512, 512);
+    let prompt = tokenize("The capital of France is");
+    let (plain, _) = run(&engine, request(prompt.clone(), 1, greedy_sampling()));
+    let greedy_first = plain[0];
+    let ban = Sampling {
+        logit_bias: vec![(greedy_first, -1.0e30)],
+        ..greedy_sampling()
+    };
+    let (other, _) = run(&engine, request(prompt.clone(), 1, ban));
+    assert_ne!(other[0], greedy_first, "the banned token was picked");
+    let force = Sampling {
+        temperature: 0.8,
+        seed: 7,
+        logit_bias: vec![(1000, 100.0)],
+        ..Sampling::default()
+    };
+    let (forced, _) = run(&engine, request(prompt, 3, force));
+    assert_eq!(forced, vec![1000, 1000, 1000]);
+}
+
+fn greedy_sampling() -> Sampling {
+    Sampling {
+        temperature: 0.0,
+        ..Sampling::default()
+    }
+}
+
+#[test]
 fn penalties_change_nothing_about_reproducibility() {
     let engine = engine(1, 512, 512);
     let sampling = Sampling {
