@@ -171,6 +171,9 @@ pub struct ServeFlags {
     /// [default: 2 per slot].
     #[arg(long, env = "SUPERFLUID_MAX_QUEUE")]
     pub max_queue: Option<u32>,
+    /// Where the sessions database (sessions.db) is kept [default: $SUPERFLUID_HOME].
+    #[arg(long, env = "SUPERFLUID_SERVE_DIR")]
+    pub data_dir: Option<PathBuf>,
     #[command(flatten)]
     pub engine: EngineFlags,
 }

@@ -24,6 +24,8 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
     let keys = Keys::in_memory(&flags.access.api_keys)?;
     keys::check_bind(flags.http, &keys, flags.access.insecure_no_auth)?;
     let browser = flags.browser.policy(&keys)?;
+    let data_dir = flags.data_dir.unwrap_or_else(engine::home);
+    let sessions = open_sessions(&data_dir)?;
     let config = EngineConfig::from_flags(flags.engine)?;
     let backend = engine::backend()?;
     let head_identity = Identity::generate().context("making the head's key")?;
@@ -44,6 +46,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             max_connections: flags.max_connections,
             max_queue: flags.max_queue,
             ollama_port: flags.ollama_port,
+            sessions: Some(sessions),
         },
     )
     .await?;
@@ -85,4 +88,15 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
         tracing::info!("the Ollama API also on port {} ({addr})", addr.port());
     }
     until_shutdown(head, Some(node)).await
+}
+
+/// The session store in `data_dir`; a damaged database stops the process
+/// with the store's message, which names the file and what to do.
+pub fn open_sessions(
+    data_dir: &std::path::Path,
+) -> Result<superfluid_head::sessions::SessionStore> {
+    let path = data_dir.join(superfluid_head::sessions::DB_FILE);
+    let store = superfluid_head::sessions::SessionStore::open(&path)?;
+    tracing::info!("sessions stored in {}", path.display());
+    Ok(store)
 }

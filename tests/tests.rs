@@ -31,6 +31,7 @@ mod serve_sampling;
 mod serve_shutdown;
 mod serve_structured;
 mod serve_tools;
+mod sessions_api;
 mod sessions_corruption;
 mod sessions_crash;
 mod status_page;

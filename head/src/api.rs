@@ -20,6 +20,7 @@
 //! - [`recent`]: the last requests answered, kept for [`fleet_view`].
 //! - [`fleet_view`]: `GET /v1/fleet`, nodes, load and recent requests.
 //! - [`status_page`]: `GET /`, the status page for browsers.
+//! - [`sessions`]: `/v1/sessions`, conversations the head keeps.
 
 pub mod admin;
 pub mod admin_keys;
@@ -44,6 +45,7 @@ pub mod recent;
 pub mod request_log;
 pub mod request_metrics;
 pub mod respond;
+pub mod sessions;
 pub mod status_page;
 pub mod structured;
 pub mod tools;
@@ -72,6 +74,7 @@ pub use respond::NODE_HEADER;
 use crate::codec::Catalog;
 use crate::fleet::Fleet;
 use crate::keys::Keys;
+use crate::sessions::SessionStore;
 use axum::middleware;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
@@ -84,6 +87,8 @@ pub struct AppState {
     pub catalog: Arc<Catalog>,
     /// The connected nodes.
     pub fleet: Fleet,
+    /// The stored sessions, when the head keeps them.
+    pub sessions: Option<SessionStore>,
 }
 
 /// The head's HTTP routes, open to every client.
@@ -115,6 +120,7 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         .route("/v1/models/{*id}", get(model_retrieve::retrieve))
         .route("/v1/fleet", get(fleet_view::fleet))
         .merge(ollama::routes())
+        .merge(sessions::routes())
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         // Only the routes above pass the key check.

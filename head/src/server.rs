@@ -25,6 +25,7 @@ use crate::fleet::{listen, LinkListenConfig, LinkListener};
 use crate::keys::Keys;
 use crate::membership::Membership;
 use crate::routing::RoutePolicy;
+use crate::sessions::SessionStore;
 
 /// What a head needs to start.
 pub struct HeadConfig {
@@ -59,6 +60,9 @@ pub struct HeadConfig {
     /// A second port for the same API, on the HTTP address's IP, for tools
     /// that assume Ollama's (11434); `None` for none.
     pub ollama_port: Option<u16>,
+    /// The session store (`/v1/sessions`); `None` answers those routes with
+    /// a 404 that says how to turn them on.
+    pub sessions: Option<SessionStore>,
 }
 
 impl HeadConfig {
@@ -84,6 +88,7 @@ impl HeadConfig {
             max_connections: connections::DEFAULT_MAX_CONNECTIONS,
             max_queue: None,
             ollama_port: None,
+            sessions: None,
         }
     }
 }
@@ -213,6 +218,7 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
         AppState {
             catalog,
             fleet: fleet.clone(),
+            sessions: config.sessions,
         },
         config.keys.clone(),
         MetricsKey::new(config.metrics_key.as_deref()),

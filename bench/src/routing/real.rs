@@ -89,6 +89,7 @@ async fn start(
             // The workload decides the load; nothing is refused.
             max_queue: Some(u32::MAX),
             ollama_port: None,
+            sessions: None,
         },
     )
     .await

@@ -5,6 +5,7 @@ use crate::codec::CodecError;
 use crate::fleet::FleetError;
 use crate::keys::limiter::LimitKind;
 use crate::keys::KeysError;
+use crate::sessions::SessionError;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -87,7 +88,7 @@ pub enum ApiError {
         param: &'static str,
     },
     /// No route matches the request's path.
-    #[error("no route for {method} {path}; the head serves /v1/chat/completions, /v1/completions, /v1/models, /v1/messages, /v1/fleet, /api/* (Ollama), /metrics and /health")]
+    #[error("no route for {method} {path}; the head serves /v1/chat/completions, /v1/completions, /v1/models, /v1/messages, /v1/sessions, /v1/fleet, /api/* (Ollama), /metrics and /health")]
     NotFound {
         /// The request method.
         method: String,
@@ -144,6 +145,20 @@ pub enum ApiError {
     /// An admin key operation failed.
     #[error(transparent)]
     Keys(#[from] KeysError),
+    /// A session operation failed; the store's message says what to do.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The head was started without a session store.
+    #[error("this head keeps no sessions; start it with a data dir (`superfluid serve --data-dir DIR` or `superfluid head --data-dir DIR`)")]
+    NoSessions,
+    /// A change that needs the version the client read came without it.
+    #[error("{what} needs the header `If-Match: VERSION`, with the session's `version` from GET /v1/sessions/{session}; read the session, then retry with its version")]
+    IfMatchRequired {
+        /// The change asked for.
+        what: &'static str,
+        /// The session.
+        session: i64,
+    },
     /// The route exists but not for this method.
     #[error(
         "{method} is not allowed on {path}; see the OpenAI API for the method this route takes"
@@ -317,6 +332,14 @@ impl ApiError {
             },
             Fleet(_) | Generation { .. } => (StatusCode::BAD_GATEWAY, "server_error", None, None),
             NotFound { .. } => (StatusCode::NOT_FOUND, invalid, None, Some("unknown_url")),
+            Session(err) => session_parts(err),
+            NoSessions => (StatusCode::NOT_FOUND, invalid, None, Some("no_sessions")),
+            IfMatchRequired { .. } => (
+                StatusCode::PRECONDITION_REQUIRED,
+                invalid,
+                Some("If-Match".into()),
+                Some("if_match_required"),
+            ),
             MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, invalid, None, None),
         }
     }
@@ -337,6 +360,60 @@ impl ApiError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         self.parts().0
+    }
+}
+
+/// Status, type, `param` and `code` of a session store error.
+fn session_parts(
+    err: &SessionError,
+) -> (
+    StatusCode,
+    &'static str,
+    Option<String>,
+    Option<&'static str>,
+) {
+    let invalid = "invalid_request_error";
+    match err {
+        SessionError::NotFound { .. } => (
+            StatusCode::NOT_FOUND,
+            invalid,
+            None,
+            Some("session_not_found"),
+        ),
+        SessionError::EventNotInHistory { .. } => (
+            StatusCode::BAD_REQUEST,
+            invalid,
+            Some("at".into()),
+            Some("event_not_in_history"),
+        ),
+        SessionError::StaleVersion { .. } => (
+            StatusCode::PRECONDITION_FAILED,
+            invalid,
+            Some("If-Match".into()),
+            Some("stale_version"),
+        ),
+        SessionError::Busy { .. } => (StatusCode::CONFLICT, invalid, None, Some("session_busy")),
+        SessionError::HasForks { .. } => (
+            StatusCode::CONFLICT,
+            invalid,
+            None,
+            Some("session_has_forks"),
+        ),
+        SessionError::ForkedAfter { .. } => (
+            StatusCode::CONFLICT,
+            invalid,
+            Some("at".into()),
+            Some("session_forked_after"),
+        ),
+        SessionError::Corrupt { .. }
+        | SessionError::Db { .. }
+        | SessionError::Stopped { .. }
+        | SessionError::BadRow { .. } => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            None,
+            Some("session_store"),
+        ),
     }
 }
 

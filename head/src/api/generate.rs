@@ -18,6 +18,9 @@ use tracing::Span;
 
 mod failover;
 mod timing;
+pub mod transcript;
+
+use transcript::{Transcript, TranscriptHook};
 
 /// The prompt must leave room for at least one generated token.
 pub fn check_context(len: usize, max: u32, param: &'static str) -> Result<(), ApiError> {
@@ -88,6 +91,8 @@ pub struct Generation {
     pub node: String,
     /// Its request's entry among the recent requests.
     note: Option<RequestNote>,
+    /// Its text, kept for a caller that records it.
+    transcript: Option<Transcript>,
 }
 
 /// Told a generation's final token counts.
@@ -183,6 +188,7 @@ impl Generation {
             param: "prompt",
             node,
             note: None,
+            transcript: None,
         }
     }
 
@@ -190,6 +196,12 @@ impl Generation {
     /// finished, failed, or left by a client that went away.
     pub fn on_end(&mut self, hook: UsageHook) {
         self.on_end = Some(hook);
+    }
+
+    /// Calls `hook` with the whole text when the generation ends, or with
+    /// `None` if it fails or is dropped first.
+    pub fn record(&mut self, hook: TranscriptHook) {
+        self.transcript = Some(Transcript::new(hook));
     }
 
     /// Token counts so far (final once [`Step::Done`] was returned).
@@ -205,6 +217,21 @@ impl Generation {
     /// The next piece of text, or the end. After [`Step::Done`] or an error
     /// it keeps answering [`Step::Done`].
     pub async fn next(&mut self) -> Result<Step, ApiError> {
+        let step = self.step().await;
+        let ended = self.transcript.as_mut().is_some_and(|t| t.observe(&step));
+        if ended {
+            if let Some(transcript) = self.transcript.take() {
+                let finish = match &step {
+                    Ok(Step::Done(finish)) => Some(*finish),
+                    _ => None,
+                };
+                transcript.end(finish, self.usage);
+            }
+        }
+        step
+    }
+
+    async fn step(&mut self) -> Result<Step, ApiError> {
         loop {
             let Some(remote) = self.remote.as_mut() else {
                 return Ok(Step::Done(self.finish));
@@ -428,6 +455,9 @@ impl Drop for Generation {
         }
         if let Some(hook) = self.on_end.take() {
             hook(self.usage);
+        }
+        if let Some(transcript) = self.transcript.take() {
+            transcript.end(None, self.usage);
         }
     }
 }

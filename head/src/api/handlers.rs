@@ -16,7 +16,7 @@ use super::{ApiError, AppState};
 use crate::codec::ModelCodec;
 use crate::keys::Keys;
 use axum::extract::State;
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::{Extension, Json};
 use serde_json::{json, Value};
@@ -31,6 +31,7 @@ pub async fn chat(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
     counted: Option<Extension<RequestModel>>,
+    headers: HeaderMap,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let received = Instant::now();
@@ -50,16 +51,29 @@ pub async fn chat(
         let mut params = req.params()?;
         super::bias::check_vocab(&params.sampling.logit_bias, codec.vocab_size())?;
         let (messages, tools) = super::tools::prepare(&req, messages, &mut params)?;
+        let recording = super::sessions::record::begin(&state, &headers, &req).await?;
         let text = codec.render_chat(&messages)?;
         let prompt = tokenize(&codec, text).await?;
-        let generation = admission
+        let mut generation = admission
             .start(codec.clone(), prompt, &params, "messages", inner)
             .await?;
+        let committed = match recording {
+            Some(recording) => Some(recording.attach(&mut generation).await?),
+            None => None,
+        };
         let envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
-        if let Some(tools) = tools.filter(super::tools::ToolSet::offered) {
-            return super::tools::respond::answer(generation, envelope, &params, tools).await;
+        let response = match tools.filter(super::tools::ToolSet::offered) {
+            Some(tools) => {
+                super::tools::respond::answer(generation, envelope, &params, tools).await
+            }
+            None => run(generation, envelope, params.stream, params.include_usage).await,
+        };
+        // A whole answer is sent once it is recorded, so that the session
+        // shows it to the client's next read.
+        if let (false, Some(committed)) = (params.stream, committed) {
+            committed.wait().await;
         }
-        run(generation, envelope, params.stream, params.include_usage).await
+        response
     };
     request_log::logged(span, work).await
 }

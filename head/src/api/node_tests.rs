@@ -173,6 +173,7 @@ pub(super) fn app(fleet: Fleet) -> Router {
     router(AppState {
         catalog: catalog(),
         fleet,
+        sessions: None,
     })
 }
 

@@ -28,6 +28,7 @@ fn app() -> Router {
     router(AppState {
         catalog: catalog(),
         fleet: Fleet::new(),
+        sessions: None,
     })
 }
 

@@ -38,11 +38,13 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, SessionError> {
         let _ = std::fs::create_dir_all(dir);
     }
     let conn = Connection::open(path).map_err(|e| classify(path, e))?;
+    // Another process opening the same file waits rather than fails.
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| classify(path, e))?;
     quick_check(path, &conn)?;
     let setup = || -> rusqlite::Result<()> {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)
     };
     setup().map_err(|e| classify(path, e))?;

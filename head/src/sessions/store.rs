@@ -107,6 +107,11 @@ impl SessionStore {
         self.hot.begin(session)
     }
 
+    /// Whether a generation holds `session` now.
+    pub fn is_generating(&self, session: SessionId) -> bool {
+        self.hot.is_generating(session)
+    }
+
     /// A fork of `parent` sharing its history up to and including `at`.
     pub async fn fork(
         &self,

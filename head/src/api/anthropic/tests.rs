@@ -289,6 +289,7 @@ async fn send_with_keys(keys: crate::keys::Keys, request: Request<Body>) -> Resp
         crate::api::AppState {
             catalog: crate::api::tests::catalog(),
             fleet: crate::fleet::Fleet::new(),
+            sessions: None,
         },
         keys,
     );

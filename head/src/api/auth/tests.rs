@@ -136,6 +136,7 @@ async fn only_the_client_routes_need_the_key() {
         crate::api::AppState {
             catalog: crate::api::tests::catalog(),
             fleet: crate::fleet::Fleet::new(),
+            sessions: None,
         },
         keys,
     );

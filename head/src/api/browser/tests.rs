@@ -221,6 +221,7 @@ fn client_app(policy: &BrowserPolicy, keys: Keys) -> Router {
         AppState {
             catalog: catalog(),
             fleet: Fleet::new(),
+            sessions: None,
         },
         keys,
     );

@@ -1,0 +1,203 @@
+//! `POST /v1/sessions/{id}/generate`: the session's history goes through
+//! the chat handler's path (template, tokens, the fleet's warm-prefix
+//! routing, so a continued conversation lands on the node that holds its
+//! prefix), and what the model says is committed as a `generated` event.
+//!
+//! The generation runs in its own task that holds the session: a client
+//! that goes away does not lose the reply, which is committed all the same.
+
+use std::convert::Infallible;
+use std::time::Instant;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::HeaderValue;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use futures::stream;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::super::admission::Admission;
+use super::super::auth::Caller;
+use super::super::extract::ApiJson;
+use super::super::generate::Generation;
+use super::super::handlers::{next_request_id, request_span, tokenize};
+use super::super::output::Step;
+use super::super::request_log;
+use super::super::request_metrics::RequestModel;
+use super::super::{ApiError, AppState, NODE_HEADER};
+use super::bodies::GenerateBody;
+use super::{history, params, session_id, store};
+use crate::sessions::{Event, EventKind, GenerationGuard, SessionStore};
+
+/// What the generation task tells the answer.
+enum Progress {
+    /// Text as the model produced it (not committed yet).
+    Text(String),
+    /// An event, once committed.
+    Committed(Event),
+    /// The generation or its commit failed.
+    Failed(ApiError),
+}
+
+/// `POST /v1/sessions/{id}/generate` `{"stream": bool, "params": {...}}`.
+pub async fn generate(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    counted: Option<Extension<RequestModel>>,
+    id: Result<Path<i64>, PathRejection>,
+    ApiJson(body): ApiJson<GenerateBody>,
+) -> Result<Response, ApiError> {
+    let received = Instant::now();
+    let request_id = next_request_id();
+    let span = request_span("sessions", &request_id);
+    let inner = span.clone();
+    let work = async move {
+        let store = store(&state)?.clone();
+        let id = session_id(id)?;
+        if let Some(over) = &body.params {
+            params::check_keys(over)?;
+        }
+        let guard = store.begin_generation(id).await?;
+        let events = history::load(&store, id).await?;
+        let conversation = history::conversation(id, &events)?;
+        let settings = params::merged(&conversation.params, body.params.as_ref());
+        let req = params::request(&conversation.model, conversation.messages, &settings)?;
+        let admission = Admission {
+            state: &state,
+            received,
+            caller: caller.as_ref(),
+        };
+        let codec = admission.model(req.model_id()?, counted.as_ref())?;
+        let messages = req.chat_messages()?;
+        let gen_params = req.params()?;
+        let text = codec.render_chat(&messages)?;
+        let prompt = tokenize(&codec, text).await?;
+        let generation = admission
+            .start(codec.clone(), prompt, &gen_params, "messages", inner)
+            .await?;
+        let given = json!({
+            "model": codec.id(),
+            "params": settings,
+            "prompt_tokens": generation.usage().prompt_tokens,
+            "node": generation.node,
+        });
+        let prompt_event = store
+            .append_generated(&guard, EventKind::GenerationPrompt, given)
+            .await?;
+        let node = generation.node.clone();
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(drive(store, guard, generation, prompt_event, tx));
+        let mut response = if body.stream {
+            Sse::new(sse(rx))
+                .keep_alive(KeepAlive::default())
+                .into_response()
+        } else {
+            collect(rx).await?
+        };
+        if let Ok(value) = HeaderValue::from_str(&node) {
+            response.headers_mut().insert(NODE_HEADER, value);
+        }
+        Ok(response)
+    };
+    request_log::logged(span, work).await
+}
+
+/// Runs the generation to its end and commits its reply, telling `tx`
+/// (while anyone listens) what happens.
+async fn drive(
+    store: SessionStore,
+    guard: GenerationGuard,
+    mut generation: Generation,
+    prompt_event: Event,
+    tx: mpsc::Sender<Progress>,
+) {
+    let _ = tx.send(Progress::Committed(prompt_event)).await;
+    let mut text = String::new();
+    let finish = loop {
+        match generation.next().await {
+            Ok(Step::Text(piece)) => {
+                text.push_str(&piece);
+                let _ = tx.send(Progress::Text(piece)).await;
+            }
+            Ok(Step::Done(finish)) => break finish,
+            Err(err) => {
+                let _ = tx.send(Progress::Failed(err)).await;
+                return;
+            }
+        }
+    };
+    let usage = generation.usage();
+    let body = json!({
+        "role": "assistant",
+        "content": text,
+        "finish_reason": finish,
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens,
+        },
+        "node": generation.node,
+    });
+    drop(generation);
+    let committed = store
+        .append_generated(&guard, EventKind::Generated, body)
+        .await;
+    drop(guard);
+    let _ = tx
+        .send(match committed {
+            Ok(event) => Progress::Committed(event),
+            Err(err) => Progress::Failed(err.into()),
+        })
+        .await;
+}
+
+/// The JSON answer: the events the generation committed.
+async fn collect(mut rx: mpsc::Receiver<Progress>) -> Result<Response, ApiError> {
+    let mut events = Vec::new();
+    while let Some(progress) = rx.recv().await {
+        match progress {
+            Progress::Text(_) => {}
+            Progress::Committed(event) => events.push(event),
+            Progress::Failed(err) => return Err(err),
+        }
+    }
+    let next_cursor = events.last().map_or(0, |e| e.seq);
+    Ok(Json(json!({
+        "object": "list",
+        "events": events,
+        "next_cursor": next_cursor,
+    }))
+    .into_response())
+}
+
+/// The event-stream answer: `delta` for text as it comes, `event` for each
+/// committed event, `error` if it fails, and `done` at the end.
+fn sse(
+    rx: mpsc::Receiver<Progress>,
+) -> impl futures::Stream<Item = Result<SseEvent, Infallible>> + Send {
+    stream::unfold((rx, 0_i64, false), |(mut rx, last_seq, ended)| async move {
+        if ended {
+            return None;
+        }
+        let event = match rx.recv().await {
+            Some(Progress::Text(text)) => (named("delta", &json!({"content": text})), last_seq),
+            Some(Progress::Committed(event)) => {
+                let seq = event.seq;
+                (named("event", &json!(event)), seq)
+            }
+            Some(Progress::Failed(err)) => (named("error", &err.body()), last_seq),
+            None => {
+                let done = named("done", &json!({"next_cursor": last_seq}));
+                return Some((Ok(done), (rx, last_seq, true)));
+            }
+        };
+        Some((Ok(event.0), (rx, event.1, false)))
+    })
+}
+
+fn named(name: &str, data: &Value) -> SseEvent {
+    SseEvent::default().event(name).data(data.to_string())
+}
