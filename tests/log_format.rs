@@ -18,6 +18,41 @@ fn lines_saying(head: &Head, message: &str) -> Vec<Value> {
         .collect()
 }
 
+/// JSON log lines of any process's log.
+fn json_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect()
+}
+
+/// A `fleet join` node given `--log-format json --metrics 127.0.0.1:0`
+/// logs JSON lines and serves its engine's metrics where it says.
+async fn node_logs_json_and_serves_its_metrics(node: &Node) {
+    let log = node.proc.log();
+    let lines = json_lines(&log);
+    let said = |message: &str| {
+        lines
+            .iter()
+            .filter_map(|l| l["fields"]["message"].as_str())
+            .find(|m| m.starts_with(message))
+            .map(str::to_owned)
+    };
+    assert!(said("joined the fleet").is_some(), "{log}");
+    let announced = said("node metrics at ").unwrap_or_else(|| panic!("no metrics line:\n{log}"));
+    let url = announced.trim_start_matches("node metrics at ");
+    let page = reqwest::get(url)
+        .await
+        .unwrap_or_else(|e| panic!("scraping {url}: {e}"))
+        .text()
+        .await
+        .expect("the node's metrics page");
+    let slots = format!(
+        "superfluid_engine_slots{{model=\"{}\"}} 2",
+        crate::support::MODEL
+    );
+    assert!(page.contains(&slots), "{slots} not in:\n{page}");
+}
+
 #[tokio::test]
 async fn json_logs_give_one_line_per_request_with_its_fields() {
     let _serial = serial().await;
@@ -25,9 +60,11 @@ async fn json_logs_give_one_line_per_request_with_its_fields() {
     let head = Head::start(head_dir.path(), &["--log-format", "json"]).expect("starting the head");
     let tok = token(&head, &[]).expect("minting a token");
     let node_dir = TempDir::new("json-node");
-    let mut node = Node::join(&tok, node_dir.path(), "json-node", &[]).expect("joining");
+    let node_flags = ["--log-format", "json", "--metrics", "127.0.0.1:0"];
+    let mut node = Node::join(&tok, node_dir.path(), "json-node", &node_flags).expect("joining");
     node.wait_up(&head, Duration::from_secs(60))
         .expect("the node joins");
+    node_logs_json_and_serves_its_metrics(&node).await;
 
     let (status, _, _) = head.chat("Say hello.", 4).await.expect("a chat");
     assert_eq!(status, 200);

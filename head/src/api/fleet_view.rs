@@ -42,6 +42,10 @@ pub struct NodeView {
     pub state: String,
     /// The models it serves.
     pub models: Vec<String>,
+    /// Its machine (CPU, RAM, GPU backend) as it described it; empty if
+    /// unknown.
+    #[serde(default)]
+    pub hardware: String,
     /// Slots running a sequence, as it last reported.
     pub slots_busy: u32,
     /// Sequences it runs at once.
@@ -86,6 +90,7 @@ impl NodeView {
             name: node.name.clone(),
             state: node.state.as_str().to_owned(),
             models: node.models.iter().map(|m| m.id.clone()).collect(),
+            hardware: node.hardware.clone(),
             slots_busy: node.load.busy_slots,
             slots: node.slots,
             in_flight: node.in_flight,
