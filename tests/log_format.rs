@@ -71,11 +71,23 @@ async fn json_logs_give_one_line_per_request_with_its_fields() {
     let unknown =
         json!({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]});
     assert_eq!(head.post_chat(&unknown).await.status().as_u16(), 404);
+    let not_json = head
+        .client
+        .post(head.url("/v1/chat/completions"))
+        .header("x-superfluid-session", "s-42")
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .expect("a bad body");
+    assert_eq!(not_json.status().as_u16(), 400);
+    let nowhere = head.client.get(head.url("/v1/nowhere")).send().await;
+    assert_eq!(nowhere.expect("an unknown path").status().as_u16(), 404);
 
     let logged = wait_until(
         || {
             !lines_saying(&head, "generation done").is_empty()
-                && !lines_saying(&head, "request refused").is_empty()
+                && lines_saying(&head, "request refused").len() >= 3
         },
         Duration::from_secs(10),
     );
@@ -104,8 +116,32 @@ async fn json_logs_give_one_line_per_request_with_its_fields() {
         "{log}"
     );
 
+    assert_eq!(span["session"], "", "{log}");
+
     let refused = lines_saying(&head, "request refused");
-    assert_eq!(refused.len(), 1, "{log}");
-    assert_eq!(refused[0]["fields"]["status"], 404, "{log}");
-    assert_eq!(refused[0]["span"]["outcome"], 404, "{log}");
+    let by_endpoint = |endpoint: &str| -> Vec<&Value> {
+        refused
+            .iter()
+            .filter(|l| l["span"]["endpoint"] == endpoint)
+            .collect()
+    };
+    let chat = by_endpoint("chat");
+    assert_eq!(chat.len(), 1, "{log}");
+    assert_eq!(chat[0]["fields"]["status"], 404, "{log}");
+    assert_eq!(chat[0]["span"]["outcome"], 404, "{log}");
+    // Refused before a handler ran: the layer's line, with the same fields.
+    let bad_body = by_endpoint("/v1/chat/completions");
+    assert_eq!(bad_body.len(), 1, "{log}");
+    assert_eq!(bad_body[0]["fields"]["status"], 400, "{log}");
+    assert_eq!(bad_body[0]["span"]["outcome"], 400, "{log}");
+    assert_eq!(bad_body[0]["span"]["session"], "s-42", "{log}");
+    assert!(
+        bad_body[0]["span"]["id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{log}"
+    );
+    let unmatched = by_endpoint("unmatched");
+    assert_eq!(unmatched.len(), 1, "{log}");
+    assert_eq!(unmatched[0]["span"]["outcome"], 404, "{log}");
 }
