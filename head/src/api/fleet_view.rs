@@ -11,6 +11,7 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use superfluid_proto::BLOCK_TOKENS;
 
+use super::auth::{self, Caller};
 use super::recent::{Recent, RecentRequest};
 use super::AppState;
 use crate::fleet::{NodeSnapshot, NodeState};
@@ -106,11 +107,14 @@ impl NodeView {
     }
 }
 
-/// `GET /v1/fleet`.
+/// `GET /v1/fleet`. A key limited to some models sees only those: in the
+/// head's and the nodes' model lists and in the recent requests.
 pub async fn fleet(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     recent: Option<Extension<Arc<Recent>>>,
 ) -> Json<FleetView> {
+    let visible = |model: &str| auth::may_list(caller.as_ref(), model);
     // With a membership, enrolled nodes that are not connected show as down.
     let nodes = match state.fleet.membership() {
         Some(_) => state.fleet.roster(),
@@ -119,8 +123,25 @@ pub async fn fleet(
     Json(FleetView {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         policy: state.fleet.policy().as_str().to_owned(),
-        models: state.catalog.ids(),
-        nodes: nodes.iter().map(NodeView::new).collect(),
-        recent: recent.map(|Extension(r)| r.list()).unwrap_or_default(),
+        models: state
+            .catalog
+            .ids()
+            .into_iter()
+            .filter(|m| visible(m))
+            .collect(),
+        nodes: nodes
+            .iter()
+            .map(|node| {
+                let mut view = NodeView::new(node);
+                view.models.retain(|m| visible(m));
+                view
+            })
+            .collect(),
+        recent: recent
+            .map(|Extension(r)| r.list())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| visible(&r.model))
+            .collect(),
     })
 }
