@@ -61,13 +61,14 @@ impl Command {
         }
     }
 
-    /// The shape of log lines: `--log-format` on `serve`, `head` and
-    /// `node`, text for the other commands.
+    /// The shape of log lines: `--log-format` on `serve`, `head`, `node`
+    /// and `fleet join`, text for the other commands.
     pub fn log_format(&self) -> LogFormat {
         match self {
             Command::Serve(flags) => flags.logs.log_format,
             Command::Head(flags) => flags.logs.log_format,
             Command::Node(flags) => flags.logs.log_format,
+            Command::Fleet(FleetCommand::Join { logs, .. }) => logs.log_format,
             _ => LogFormat::Text,
         }
     }
@@ -299,6 +300,12 @@ pub enum FleetCommand {
         /// Do not look for the head by mDNS; use the token's addresses.
         #[arg(long)]
         no_mdns: bool,
+        /// Serve the engine's own load and speeds for Prometheus at
+        /// `http://ADDR/metrics`, as `superfluid node --metrics`.
+        #[arg(long, env = "SUPERFLUID_NODE_METRICS")]
+        metrics: Option<SocketAddr>,
+        #[command(flatten)]
+        logs: LogFlags,
         #[command(flatten)]
         engine: EngineFlags,
     },

@@ -24,6 +24,8 @@ pub async fn run(command: FleetCommand) -> Result<()> {
             name,
             no_run,
             no_mdns,
+            metrics,
+            logs: _,
             engine,
         } => {
             node_cmd::join(Join {
@@ -32,6 +34,7 @@ pub async fn run(command: FleetCommand) -> Result<()> {
                 name,
                 no_run,
                 no_mdns,
+                metrics,
                 engine,
             })
             .await?;
@@ -124,6 +127,9 @@ fn print_table(nodes: &[Value]) {
             ago(&n["last_heartbeat"]),
             text(&n["served"]),
         );
+        if let Some(hardware) = n["hardware"].as_str().filter(|h| !h.is_empty()) {
+            println!("         {hardware}");
+        }
         if let Some(model) = n["fetching"]["model"].as_str() {
             println!(
                 "         fetching {model} {}% ({} of {} MB)",

@@ -25,6 +25,8 @@ pub struct Join {
     pub name: Option<String>,
     pub no_run: bool,
     pub no_mdns: bool,
+    /// Where to serve the engine's own metrics, if anywhere.
+    pub metrics: Option<SocketAddr>,
     pub engine: EngineFlags,
 }
 
@@ -85,7 +87,8 @@ pub async fn join(join: Join) -> Result<()> {
         credential_dir: Some(dir.clone()),
         join_only: join.no_run,
     };
-    run_agent(agent, join.engine, None).await?;
+    let metrics = if join.no_run { None } else { join.metrics };
+    run_agent(agent, join.engine, metrics).await?;
     if join.no_run {
         let credential = Credential::load(&dir)?;
         println!(

@@ -258,6 +258,20 @@ async fn a_keys_generations_show_in_its_usage() {
         usage["cached_tokens"], answer["usage"]["prompt_tokens_details"]["cached_tokens"],
         "{usage} vs {answer}"
     );
+
+    // GET /v1/fleet shows a key only the models it may use.
+    let (status, _, fleet) = get(&head, "/v1/fleet", &[("x-api-key", &frank)]).await;
+    assert_eq!(status, 200, "{fleet}");
+    assert_eq!(fleet["models"], json!([MODEL]), "{fleet}");
+    assert_eq!(fleet["recent"][0]["model"], MODEL, "{fleet}");
+    assert_eq!(fleet["nodes"][0]["models"], json!([MODEL]), "{fleet}");
+    let bob = create(&head, &["bob", "--models", "some-other-model"]);
+    let (status, _, fleet) = get(&head, "/v1/fleet", &[("x-api-key", &bob)]).await;
+    assert_eq!(status, 200, "{fleet}");
+    assert_eq!(fleet["models"], json!([]), "{fleet}");
+    assert_eq!(fleet["recent"], json!([]), "{fleet}");
+    assert_eq!(fleet["nodes"][0]["models"], json!([]), "{fleet}");
+    assert_eq!(fleet["nodes"][0]["name"], "metered", "{fleet}");
 }
 
 #[tokio::test]

@@ -18,6 +18,41 @@ fn lines_saying(head: &Head, message: &str) -> Vec<Value> {
         .collect()
 }
 
+/// JSON log lines of any process's log.
+fn json_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect()
+}
+
+/// A `fleet join` node given `--log-format json --metrics 127.0.0.1:0`
+/// logs JSON lines and serves its engine's metrics where it says.
+async fn node_logs_json_and_serves_its_metrics(node: &Node) {
+    let log = node.proc.log();
+    let lines = json_lines(&log);
+    let said = |message: &str| {
+        lines
+            .iter()
+            .filter_map(|l| l["fields"]["message"].as_str())
+            .find(|m| m.starts_with(message))
+            .map(str::to_owned)
+    };
+    assert!(said("joined the fleet").is_some(), "{log}");
+    let announced = said("node metrics at ").unwrap_or_else(|| panic!("no metrics line:\n{log}"));
+    let url = announced.trim_start_matches("node metrics at ");
+    let page = reqwest::get(url)
+        .await
+        .unwrap_or_else(|e| panic!("scraping {url}: {e}"))
+        .text()
+        .await
+        .expect("the node's metrics page");
+    let slots = format!(
+        "superfluid_engine_slots{{model=\"{}\"}} 2",
+        crate::support::MODEL
+    );
+    assert!(page.contains(&slots), "{slots} not in:\n{page}");
+}
+
 #[tokio::test]
 async fn json_logs_give_one_line_per_request_with_its_fields() {
     let _serial = serial().await;
@@ -25,20 +60,34 @@ async fn json_logs_give_one_line_per_request_with_its_fields() {
     let head = Head::start(head_dir.path(), &["--log-format", "json"]).expect("starting the head");
     let tok = token(&head, &[]).expect("minting a token");
     let node_dir = TempDir::new("json-node");
-    let mut node = Node::join(&tok, node_dir.path(), "json-node", &[]).expect("joining");
+    let node_flags = ["--log-format", "json", "--metrics", "127.0.0.1:0"];
+    let mut node = Node::join(&tok, node_dir.path(), "json-node", &node_flags).expect("joining");
     node.wait_up(&head, Duration::from_secs(60))
         .expect("the node joins");
+    node_logs_json_and_serves_its_metrics(&node).await;
 
     let (status, _, _) = head.chat("Say hello.", 4).await.expect("a chat");
     assert_eq!(status, 200);
     let unknown =
         json!({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]});
     assert_eq!(head.post_chat(&unknown).await.status().as_u16(), 404);
+    let not_json = head
+        .client
+        .post(head.url("/v1/chat/completions"))
+        .header("x-superfluid-session", "s-42")
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .expect("a bad body");
+    assert_eq!(not_json.status().as_u16(), 400);
+    let nowhere = head.client.get(head.url("/v1/nowhere")).send().await;
+    assert_eq!(nowhere.expect("an unknown path").status().as_u16(), 404);
 
     let logged = wait_until(
         || {
             !lines_saying(&head, "generation done").is_empty()
-                && !lines_saying(&head, "request refused").is_empty()
+                && lines_saying(&head, "request refused").len() >= 3
         },
         Duration::from_secs(10),
     );
@@ -67,8 +116,32 @@ async fn json_logs_give_one_line_per_request_with_its_fields() {
         "{log}"
     );
 
+    assert_eq!(span["session"], "", "{log}");
+
     let refused = lines_saying(&head, "request refused");
-    assert_eq!(refused.len(), 1, "{log}");
-    assert_eq!(refused[0]["fields"]["status"], 404, "{log}");
-    assert_eq!(refused[0]["span"]["outcome"], 404, "{log}");
+    let by_endpoint = |endpoint: &str| -> Vec<&Value> {
+        refused
+            .iter()
+            .filter(|l| l["span"]["endpoint"] == endpoint)
+            .collect()
+    };
+    let chat = by_endpoint("chat");
+    assert_eq!(chat.len(), 1, "{log}");
+    assert_eq!(chat[0]["fields"]["status"], 404, "{log}");
+    assert_eq!(chat[0]["span"]["outcome"], 404, "{log}");
+    // Refused before a handler ran: the layer's line, with the same fields.
+    let bad_body = by_endpoint("/v1/chat/completions");
+    assert_eq!(bad_body.len(), 1, "{log}");
+    assert_eq!(bad_body[0]["fields"]["status"], 400, "{log}");
+    assert_eq!(bad_body[0]["span"]["outcome"], 400, "{log}");
+    assert_eq!(bad_body[0]["span"]["session"], "s-42", "{log}");
+    assert!(
+        bad_body[0]["span"]["id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{log}"
+    );
+    let unmatched = by_endpoint("unmatched");
+    assert_eq!(unmatched.len(), 1, "{log}");
+    assert_eq!(unmatched[0]["span"]["outcome"], 404, "{log}");
 }

@@ -141,6 +141,14 @@ async fn a_request_its_tokens_and_its_latencies_are_counted_exactly_once() {
             .any(|(k, v)| k == "models" && v == MODEL),
         "{page}"
     );
+    // The node described its machine in its hello: at least its cores.
+    let hardware = node[0]
+        .labels
+        .iter()
+        .find(|(k, _)| k == "hardware")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    assert!(hardware.contains(" cores"), "hardware={hardware:?}\n{page}");
     assert!(sum(&after, "superfluid_node_slots", &[]) >= 1.0, "{page}");
     assert!(sum(&after, "superfluid_node_kv_cells", &[]) > 0.0, "{page}");
 

@@ -108,6 +108,7 @@ async fn welcomed_node(store: ModelStore) -> Result<(quinn::Connection, quinn::E
         name: "bench".into(),
         models: Vec::new(),
         join_token: None,
+        hardware: "bench machine".into(),
     };
     write_frame(&mut send, &hello).await?;
     match read_frame::<HeadReply>(&mut recv).await? {

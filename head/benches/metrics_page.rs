@@ -34,6 +34,7 @@ fn nodes() -> Vec<NodeSnapshot> {
                 slots: 8,
                 sha256: "0".repeat(64),
             }],
+            hardware: "AMD EPYC 7763 64-Core Processor, 128 cores, 512 GiB RAM, CUDA".to_owned(),
             connected_since: SystemTime::UNIX_EPOCH,
             in_flight: (i % 9) as u32,
             served: 1000 + i as u64,

@@ -233,6 +233,7 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
     let app = config.browser.with_host_check(app, http_addr);
     // Outside the Host check, so that refused hosts are counted too.
     let app = count_requests(app, fleet.metrics().clone());
+    let app = crate::api::request_log::log_requests(app);
     // The task ends with the runtime; the last usage is saved by the
     // shutdown's own flush.
     drop(config.keys.spawn_flusher());

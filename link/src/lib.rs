@@ -36,7 +36,7 @@ pub use endpoint::{
 };
 pub use error::{DialError, EndpointError, FrameIoError, IdentityError, PeerIdentityError};
 pub use identity::{Fingerprint, Identity};
-pub use stream::{read_frame, write_frame};
+pub use stream::{read_frame, read_frame_body, write_frame};
 pub use tls::{allow_any, allow_only, Authorizer};
 pub use token::TokenError;
 

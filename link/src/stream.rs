@@ -18,6 +18,15 @@ pub async fn write_frame<T: Serialize>(send: &mut SendStream, msg: &T) -> Result
 pub async fn read_frame<T: DeserializeOwned>(
     recv: &mut RecvStream,
 ) -> Result<Option<T>, FrameIoError> {
+    match read_frame_body(recv).await? {
+        None => Ok(None),
+        Some(body) => decode(&body).map(Some).map_err(FrameIoError::Frame),
+    }
+}
+
+/// Reads one frame's body without decoding it, for a caller that looks at
+/// its start first (the hello's version); `Ok(None)` as [`read_frame`].
+pub async fn read_frame_body(recv: &mut RecvStream) -> Result<Option<Vec<u8>>, FrameIoError> {
     let mut prefix = [0u8; LEN_PREFIX];
     match recv.read_exact(&mut prefix).await {
         Ok(()) => {}
@@ -39,7 +48,7 @@ pub async fn read_frame<T: DeserializeOwned>(
         }
         Err(ReadExactError::ReadError(e)) => return Err(FrameIoError::Read(e)),
     }
-    decode(&body).map(Some).map_err(FrameIoError::Frame)
+    Ok(Some(body))
 }
 
 /// Writes raw bytes, for tests that play a broken peer.

@@ -101,6 +101,7 @@ async fn frames_round_trip_over_loopback_quic() {
         name: "n".into(),
         models: vec![],
         join_token: None,
+        hardware: "test machine".into(),
     };
     write_frame(&mut send, &hello).await.unwrap();
     let (mut head_send, mut head_recv) = within(head_side.accept_bi()).await.unwrap();

@@ -15,6 +15,7 @@ pub mod agent;
 pub mod credential;
 pub mod engine;
 pub mod fake;
+pub mod hardware;
 pub mod ledger;
 pub mod llama;
 pub mod model_cache;

@@ -66,6 +66,15 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
     Ok(msg)
 }
 
+/// The protocol version a hello body starts with, read without the rest:
+/// every version's [`crate::NodeHello`] starts with it, so a peer whose hello
+/// is laid out differently can still be told which version it speaks.
+pub fn hello_version(body: &[u8]) -> Option<u32> {
+    postcard::take_from_bytes::<u32>(body)
+        .ok()
+        .map(|(version, _)| version)
+}
+
 /// Reads the body length from a prefix, refusing lengths over [`MAX_FRAME`].
 pub fn body_len(prefix: [u8; LEN_PREFIX]) -> Result<usize, FrameError> {
     let len = u32::from_be_bytes(prefix) as usize;

@@ -35,6 +35,12 @@ pub struct NodeHello {
     /// first time; an enrolled node sends `None`.
     #[serde(default)]
     pub join_token: Option<String>,
+    /// A short description of the node's machine (CPU model and cores, RAM,
+    /// GPU backend) for listings and metrics; the head keeps at most
+    /// [`crate::hardware::MAX_HARDWARE_LEN`] bytes of it
+    /// ([`crate::hardware::bounded`]).
+    #[serde(default)]
+    pub hardware: String,
 }
 
 /// The head's answer to a [`NodeHello`].

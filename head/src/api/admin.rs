@@ -182,6 +182,7 @@ pub fn node_json(n: &NodeSnapshot) -> Value {
         "fingerprint": n.fingerprint.to_string(),
         "address": if n.address.port() == 0 { Value::Null } else { json!(n.address.to_string()) },
         "models": models,
+        "hardware": n.hardware,
         "slots": n.slots,
         "context": n.ctx,
         "state": n.state.as_str(),

@@ -49,6 +49,7 @@ pub async fn require_key(
             Refusal::Expired { name } => ApiError::ExpiredApiKey { name },
         })?;
     key.usage.count_request(now);
+    super::request_log::note_key(&key.record.name);
     tracing::debug!(key = %key.record.name, "request authenticated");
     if let Some(limiter) = key.limiter() {
         if let Err(limited) = limiter.admit(Instant::now()) {

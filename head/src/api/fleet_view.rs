@@ -11,6 +11,7 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use superfluid_proto::BLOCK_TOKENS;
 
+use super::auth::{self, Caller};
 use super::recent::{Recent, RecentRequest};
 use super::AppState;
 use crate::fleet::{NodeSnapshot, NodeState};
@@ -42,6 +43,10 @@ pub struct NodeView {
     pub state: String,
     /// The models it serves.
     pub models: Vec<String>,
+    /// Its machine (CPU, RAM, GPU backend) as it described it; empty if
+    /// unknown.
+    #[serde(default)]
+    pub hardware: String,
     /// Slots running a sequence, as it last reported.
     pub slots_busy: u32,
     /// Sequences it runs at once.
@@ -86,6 +91,7 @@ impl NodeView {
             name: node.name.clone(),
             state: node.state.as_str().to_owned(),
             models: node.models.iter().map(|m| m.id.clone()).collect(),
+            hardware: node.hardware.clone(),
             slots_busy: node.load.busy_slots,
             slots: node.slots,
             in_flight: node.in_flight,
@@ -101,11 +107,14 @@ impl NodeView {
     }
 }
 
-/// `GET /v1/fleet`.
+/// `GET /v1/fleet`. A key limited to some models sees only those: in the
+/// head's and the nodes' model lists and in the recent requests.
 pub async fn fleet(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     recent: Option<Extension<Arc<Recent>>>,
 ) -> Json<FleetView> {
+    let visible = |model: &str| auth::may_list(caller.as_ref(), model);
     // With a membership, enrolled nodes that are not connected show as down.
     let nodes = match state.fleet.membership() {
         Some(_) => state.fleet.roster(),
@@ -114,8 +123,25 @@ pub async fn fleet(
     Json(FleetView {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         policy: state.fleet.policy().as_str().to_owned(),
-        models: state.catalog.ids(),
-        nodes: nodes.iter().map(NodeView::new).collect(),
-        recent: recent.map(|Extension(r)| r.list()).unwrap_or_default(),
+        models: state
+            .catalog
+            .ids()
+            .into_iter()
+            .filter(|m| visible(m))
+            .collect(),
+        nodes: nodes
+            .iter()
+            .map(|node| {
+                let mut view = NodeView::new(node);
+                view.models.retain(|m| visible(m));
+                view
+            })
+            .collect(),
+        recent: recent
+            .map(|Extension(r)| r.list())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| visible(&r.model))
+            .collect(),
     })
 }

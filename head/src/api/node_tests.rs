@@ -88,6 +88,7 @@ pub(super) async fn stub(
             sha256: String::new(),
         }],
         join_token: None,
+        hardware: "test machine".into(),
     };
     write_frame(&mut send, &hello).await.unwrap();
     let _reply: Option<superfluid_proto::HeadReply> = read_frame(&mut recv).await.unwrap();

@@ -58,6 +58,7 @@ async fn holding_stub(head_addr: std::net::SocketAddr, head: &Identity) -> Arc<A
             sha256: String::new(),
         }],
         join_token: None,
+        hardware: "test machine".into(),
     };
     write_frame(&mut send, &hello).await.unwrap();
     let _reply: Option<superfluid_proto::HeadReply> = read_frame(&mut recv).await.unwrap();

@@ -3,22 +3,125 @@
 //! token, outcome) and one line when it ends. A generation ends with
 //! `generation done` (see [`Generation`](super::generate::Generation)); a
 //! request refused before it got one ends here, with `request refused`.
+//! A request refused before any handler ran (a body that is not JSON, a
+//! missing key, a refused `Host`, an unknown path) gets its line from
+//! [`log_requests`], the layer around every route.
 //! With `--log-format json` each line carries the span's fields, so a
 //! collector gets one record per request with everything on it.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::{self, Next};
 use axum::response::Response;
+use axum::Router;
 use tracing::{field, Instrument, Span};
 
+use super::request_metrics::UNMATCHED;
 use super::ApiError;
 
-/// The span every request's logs go to, with its request id.
+/// The header a client names its session with; the span's `session`.
+pub const SESSION_HEADER: &str = "x-superfluid-session";
+
+/// The most bytes of a session name the span keeps.
+const MAX_SESSION_LEN: usize = 128;
+
+/// What the layer learns of a request while the routes below it run.
+#[derive(Debug, Default)]
+struct Seen {
+    /// A handler made the request's span and logs its last line.
+    handled: AtomicBool,
+    /// The name of the key it presented, once the key check knows it.
+    key: OnceLock<String>,
+    session: String,
+}
+
+tokio::task_local! {
+    static CURRENT: Arc<Seen>;
+}
+
+/// Notes the name of the key the request presented, for the layer's line.
+pub fn note_key(name: &str) {
+    let _ = CURRENT.try_with(|seen| seen.key.set(name.to_owned()));
+}
+
+/// `app` with a line logged for every request no handler logged: refused
+/// before a handler ran, or answered by one that logs nothing itself.
+pub fn log_requests(app: Router) -> Router {
+    app.layer(middleware::from_fn(log))
+}
+
+async fn log(request: Request, next: Next) -> Response {
+    let endpoint = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or(UNMATCHED, MatchedPath::as_str)
+        .to_owned();
+    let seen = Arc::new(Seen {
+        session: session(&request),
+        ..Seen::default()
+    });
+    let response = CURRENT.scope(seen.clone(), next.run(request)).await;
+    if seen.handled.load(Ordering::Relaxed) {
+        return response;
+    }
+    let status = response.status().as_u16();
+    let span = fields(
+        &endpoint,
+        &super::handlers::next_request_id(),
+        &seen.session,
+    );
+    if let Some(key) = seen.key.get() {
+        span.record("key", key.as_str());
+    }
+    span.record("outcome", status);
+    span.in_scope(|| {
+        if status >= 400 {
+            tracing::info!(status, "request refused");
+        } else if endpoint == "/health" || endpoint == "/metrics" {
+            tracing::debug!(status, "request done");
+        } else {
+            tracing::info!(status, "request done");
+        }
+    });
+    response
+}
+
+/// The `x-superfluid-session` header's printable text, cut to
+/// [`MAX_SESSION_LEN`] bytes; empty without one.
+fn session(request: &Request) -> String {
+    let Some(value) = request.headers().get(SESSION_HEADER) else {
+        return String::new();
+    };
+    value
+        .as_bytes()
+        .iter()
+        .filter(|b| b.is_ascii_graphic())
+        .take(MAX_SESSION_LEN)
+        .map(|b| char::from(*b))
+        .collect()
+}
+
+/// The span every request's logs go to, with its request id; the session
+/// comes from the request's header when the [`log_requests`] layer saw it.
 pub fn span(endpoint: &'static str, id: &str) -> Span {
+    let session = CURRENT
+        .try_with(|seen| {
+            seen.handled.store(true, Ordering::Relaxed);
+            seen.session.clone()
+        })
+        .unwrap_or_default();
+    fields(endpoint, id, &session)
+}
+
+fn fields(endpoint: &str, id: &str, session: &str) -> Span {
     tracing::info_span!(
         "request",
         id = %id,
         endpoint,
+        session,
         model = field::Empty,
         key = field::Empty,
         node = field::Empty,

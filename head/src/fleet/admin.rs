@@ -22,7 +22,7 @@ impl Fleet {
     /// Every node: the connected ones (as [`Fleet::nodes`]), then the
     /// enrolled keys that are not connected, as [`NodeState::Down`] with
     /// their enrolment's name and labels, an empty `node_id`, address
-    /// `0.0.0.0:0`, no models, and times at the Unix epoch.
+    /// `0.0.0.0:0`, no models or hardware, and times at the Unix epoch.
     pub fn roster(&self) -> Vec<NodeSnapshot> {
         let mut nodes = self.nodes();
         let Some(membership) = &self.membership else {
@@ -38,6 +38,7 @@ impl Fleet {
                 fingerprint: e.fingerprint,
                 address: SocketAddr::from(([0, 0, 0, 0], 0)),
                 models: Vec::new(),
+                hardware: String::new(),
                 connected_since: SystemTime::UNIX_EPOCH,
                 in_flight: 0,
                 served: 0,

@@ -15,7 +15,7 @@ use superfluid_link::{
     },
     peer_fingerprint,
     quinn::{self, RecvStream, SendStream},
-    read_frame, server_endpoint, write_frame, Authorizer, EndpointError, Identity,
+    read_frame, read_frame_body, server_endpoint, write_frame, Authorizer, EndpointError, Identity,
 };
 use superfluid_proto::{ControlMsg, HeadReply, NodeHello, PROTOCOL_VERSION};
 use tokio::task::JoinHandle;
@@ -182,19 +182,26 @@ async fn hello(
         .await
         .map_err(|_| "no control stream within the hello timeout".to_owned())?
         .map_err(|e| e.to_string())?;
-    let hello: NodeHello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut recv)).await {
+    let body = match tokio::time::timeout(HELLO_TIMEOUT, read_frame_body(&mut recv)).await {
         Err(_) => return Err("no hello within the hello timeout".into()),
-        Ok(Ok(Some(hello))) => hello,
+        Ok(Ok(Some(body))) => body,
         Ok(Ok(None)) => return Err("the control stream ended before the hello".into()),
         Ok(Err(e)) => return Err(format!("bad hello: {e}")),
     };
-    if hello.version != PROTOCOL_VERSION {
-        let reason = version_mismatch_reason(PROTOCOL_VERSION, hello.version);
-        tracing::warn!(node = %hello.name, %fingerprint, %reason, "refused a node");
+    // Another version may lay its hello out differently: look at the
+    // version it starts with before decoding the rest.
+    let version = superfluid_proto::frame::hello_version(&body);
+    if let Some(version) = version.filter(|v| *v != PROTOCOL_VERSION) {
+        let reason = version_mismatch_reason(PROTOCOL_VERSION, version);
+        tracing::warn!(%fingerprint, %reason, "refused a node");
         fleet.metrics().record_link_refusal(LinkRefusal::Version);
         refuse(conn, send, reason).await;
         return Ok(None);
     }
+    let hello: NodeHello = match superfluid_proto::decode(&body) {
+        Ok(hello) => hello,
+        Err(e) => return Err(format!("bad hello: {e}")),
+    };
     let labels = match fleet.membership() {
         None => Vec::new(),
         Some(membership) => {
@@ -225,6 +232,7 @@ async fn hello(
         name: hello.name,
         fingerprint,
         models: hello.models,
+        hardware: superfluid_proto::hardware::bounded(&hello.hardware),
         connection: conn.clone(),
         labels,
     };

@@ -42,6 +42,7 @@ fn joining(name: &str, node: &Identity, connected: &Connected) -> Joining {
             slots: 2,
             sha256: String::new(),
         }],
+        hardware: String::new(),
         connection: connected.head_side.clone(),
         labels: Vec::new(),
     }

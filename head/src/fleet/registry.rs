@@ -49,6 +49,9 @@ pub struct NodeSnapshot {
     pub address: SocketAddr,
     /// The models it serves, with context and slots.
     pub models: Vec<ModelDescription>,
+    /// Its machine as its hello described it (CPU, RAM, GPU backend);
+    /// empty if it said nothing.
+    pub hardware: String,
     /// When it connected.
     pub connected_since: SystemTime,
     /// Generations running on it now: the router's open tickets there.
@@ -124,6 +127,7 @@ pub(crate) struct NodeEntry {
     pub(crate) fingerprint: Fingerprint,
     pub(crate) address: SocketAddr,
     pub(crate) models: Vec<ModelDescription>,
+    pub(crate) hardware: String,
     pub(crate) connected_since: SystemTime,
     pub(crate) connection: quinn::Connection,
     pub(crate) labels: Vec<(String, String)>,
@@ -172,6 +176,7 @@ impl NodeEntry {
             fingerprint: self.fingerprint,
             address: self.address,
             models: self.models.clone(),
+            hardware: self.hardware.clone(),
             connected_since: self.connected_since,
             in_flight,
             served: self.served.load(Ordering::Relaxed),
@@ -212,6 +217,7 @@ pub(crate) struct Joining {
     pub(crate) name: String,
     pub(crate) fingerprint: Fingerprint,
     pub(crate) models: Vec<ModelDescription>,
+    pub(crate) hardware: String,
     pub(crate) connection: quinn::Connection,
     pub(crate) labels: Vec<(String, String)>,
 }
@@ -264,6 +270,7 @@ impl Registry {
             fingerprint: joining.fingerprint,
             address: joining.connection.remote_address(),
             models: joining.models,
+            hardware: joining.hardware,
             connected_since: now,
             connection: joining.connection,
             labels: joining.labels,

@@ -83,6 +83,7 @@ async fn stub_node(
             name: name.into(),
             models,
             join_token: None,
+            hardware: "test machine".into(),
         },
     )
     .await

@@ -199,6 +199,7 @@ pub(super) async fn hello(
         name: config.name.clone(),
         models,
         join_token: join_token.map(str::to_owned),
+        hardware: crate::hardware::describe().to_owned(),
     };
     write_frame(&mut send, &hello)
         .await

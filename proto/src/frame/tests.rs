@@ -82,6 +82,30 @@ fn wrong_type_is_an_error_not_a_panic() {
     assert!(decode::<NodeHello>(&bytes[LEN_PREFIX..]).is_err());
 }
 
+/// The hello of protocol version 5, before it carried the hardware.
+#[derive(serde::Serialize)]
+struct HelloV5 {
+    version: u32,
+    name: String,
+    models: Vec<crate::ModelDescription>,
+    join_token: Option<String>,
+}
+
+#[test]
+fn an_older_hello_does_not_decode_but_still_tells_its_version() {
+    let old = HelloV5 {
+        version: 5,
+        name: "old-node".into(),
+        models: Vec::new(),
+        join_token: None,
+    };
+    let bytes = encode(&old).unwrap();
+    let body = &bytes[LEN_PREFIX..];
+    assert!(decode::<NodeHello>(body).is_err());
+    assert_eq!(crate::frame::hello_version(body), Some(5));
+    assert_eq!(crate::frame::hello_version(&[]), None);
+}
+
 #[test]
 fn every_failure_kind_round_trips_with_its_message() {
     let kinds = [

@@ -163,13 +163,14 @@ fn info(nodes: &[&NodeSnapshot]) -> MetricFamily {
             let mut labels = node_labels(n);
             labels.push(pair("address", &n.address.to_string()));
             labels.push(pair("models", &models.join(",")));
+            labels.push(pair("hardware", &n.hardware));
             labels.push(pair("protocol_version", &version));
             sample(labels, MetricType::GAUGE, 1.0)
         })
         .collect();
     family(
         INFO,
-        "A connected node: its name, id, address, models and Link F protocol version, as labels; always 1.",
+        "A connected node: its name, id, address, models, hardware and Link F protocol version, as labels; always 1.",
         MetricType::GAUGE,
         samples,
     )

@@ -19,6 +19,7 @@ fn node(name: &str, node_id: &str, state: NodeState, load: NodeLoadSnapshot) -> 
             slots: 4,
             sha256: String::new(),
         }],
+        hardware: "Test CPU, 4 cores, 8 GiB RAM".into(),
         connected_since: SystemTime::UNIX_EPOCH,
         in_flight: 3,
         served: 9,

@@ -118,6 +118,7 @@ mod over_link {
             name: "bare".into(),
             models: Vec::new(),
             join_token: None,
+            hardware: "test machine".into(),
         };
         write_frame(&mut control, &hello).await.unwrap();
         let HeadReply::Welcome {
