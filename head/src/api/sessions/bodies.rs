@@ -1,7 +1,10 @@
 //! The request bodies of `/v1/sessions` and the session as clients see it.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
+
+use super::super::generate::Usage;
+use super::super::output::FinishReason;
 
 use crate::sessions::{EventId, SessionId, SessionInfo};
 
@@ -143,4 +146,19 @@ impl SessionView {
             generating,
         }
     }
+}
+
+/// The body of a `generated` event: the assistant's reply, how it ended
+/// and its usage.
+pub fn generated(text: &str, finish: FinishReason, usage: &Usage) -> Value {
+    json!({
+        "role": "assistant",
+        "content": text,
+        "finish_reason": finish,
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens,
+        },
+    })
 }

@@ -28,7 +28,7 @@ use super::super::output::Step;
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
 use super::super::{ApiError, AppState, NODE_HEADER};
-use super::bodies::GenerateBody;
+use super::bodies::{self, GenerateBody};
 use super::{history, params, session_id, store};
 use crate::sessions::{Event, EventKind, GenerationGuard, SessionStore};
 
@@ -130,17 +130,8 @@ async fn drive(
         }
     };
     let usage = generation.usage();
-    let body = json!({
-        "role": "assistant",
-        "content": text,
-        "finish_reason": finish,
-        "usage": {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "cached_tokens": usage.cached_tokens,
-        },
-        "node": generation.node,
-    });
+    let mut body = bodies::generated(&text, finish, &usage);
+    body["node"] = json!(generation.node);
     drop(generation);
     let committed = store
         .append_generated(&guard, EventKind::Generated, body)

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use super::super::generate::Generation;
 use super::super::types::CompletionRequest;
 use super::super::{ApiError, AppState};
-use super::store;
+use super::{bodies, store};
 use crate::sessions::{EventKind, GenerationGuard, SessionId, SessionStore};
 
 /// The header that names the session a chat request is recorded in.
@@ -99,16 +99,7 @@ impl Recording {
             let Some((text, finish)) = ending else {
                 return;
             };
-            let body = json!({
-                "role": "assistant",
-                "content": text,
-                "finish_reason": finish,
-                "usage": {
-                    "prompt_tokens": usage.prompt_tokens,
-                    "completion_tokens": usage.completion_tokens,
-                    "cached_tokens": usage.cached_tokens,
-                },
-            });
+            let body = bodies::generated(&text, finish, &usage);
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 tracing::warn!(session = %guard.session(), "the reply could not be recorded: no runtime");
                 return;
