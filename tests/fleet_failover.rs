@@ -51,7 +51,7 @@ fn request(i: usize, stream: bool) -> Value {
 }
 
 /// The text, finish reasons and errors of an SSE completion stream.
-fn parse_stream(body: &str) -> (String, Vec<String>, Vec<Value>, bool) {
+pub fn parse_stream(body: &str) -> (String, Vec<String>, Vec<Value>, bool) {
     let mut text = String::new();
     let mut finishes = Vec::new();
     let mut errors = Vec::new();

@@ -11,6 +11,7 @@ mod fleet_failover;
 mod fleet_mdns;
 mod fleet_membership;
 mod fleet_overload;
+mod fleet_partition;
 mod fleet_routing;
 mod fleet_shutdown;
 mod fleet_support;
