@@ -1,5 +1,5 @@
-//! The workload over HTTP, against any OpenAI-compatible `/v1/completions`
-//! that streams (superfluid serve, llama-server).
+//! The workload over HTTP, streamed through any of the APIs in
+//! [`crate::apis`] (superfluid serve, llama-server).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use crate::apis::{Api, Framing};
 use crate::stats::RequestTiming;
 
 /// A server process, killed on drop.
@@ -69,11 +70,12 @@ pub async fn start_until(binary: &Path, args: &[String], path: &str) -> Result<S
     bail!("{} did not answer {path} within 120 s", binary.display())
 }
 
-/// One streamed completion, with `key` as a Bearer key if there is one;
-/// `prompt_tokens` is the bench's own count, used when the server does not
-/// report usage.
+/// One streamed greedy answer to `prompt` through `api`, with `key` as a
+/// Bearer key if there is one; `prompt_tokens` is the bench's own count.
+#[allow(clippy::too_many_arguments)]
 pub async fn complete(
     client: &reqwest::Client,
+    api: Api,
     base: &str,
     model: &str,
     key: Option<&str>,
@@ -81,18 +83,19 @@ pub async fn complete(
     prompt_tokens: u32,
     max_tokens: u32,
 ) -> Result<RequestTiming> {
-    let body = json!({
-        "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-        "stream": true, "stream_options": {"include_usage": true},
-    });
+    let (path, body) = api.request(model, prompt, max_tokens);
     let start = Instant::now();
-    let mut request = client.post(format!("{base}/v1/completions")).json(&body);
+    let mut request = client.post(format!("{base}{path}")).json(&body);
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
     let resp = request.send().await?;
     if !resp.status().is_success() {
-        bail!("{base} answered {}: {}", resp.status(), resp.text().await?);
+        bail!(
+            "{base}{path} answered {}: {}",
+            resp.status(),
+            resp.text().await?
+        );
     }
     let mut stream = resp.bytes_stream();
     let mut buf = Vec::new();
@@ -100,12 +103,16 @@ pub async fn complete(
     let (mut chunks, mut usage_tokens) = (0u32, None);
     while let Some(bytes) = stream.next().await {
         buf.extend_from_slice(&bytes?);
-        for chunk in drain_chunks(&mut buf)? {
-            if let Some(n) = chunk["usage"]["completion_tokens"].as_u64() {
-                usage_tokens = Some(n as u32);
+        let drained = match api.framing() {
+            Framing::Sse => drain_chunks(&mut buf)?,
+            Framing::Ndjson => drain_lines(&mut buf)?,
+        };
+        for chunk in drained {
+            let piece = api.read(&chunk);
+            if let Some(n) = piece.tokens {
+                usage_tokens = Some(n);
             }
-            let piece = chunk["choices"][0]["text"].as_str().unwrap_or("");
-            if !piece.is_empty() {
+            if piece.text.is_some_and(|t| !t.is_empty()) {
                 let now = Instant::now();
                 first.get_or_insert(now);
                 last = now;
@@ -122,15 +129,31 @@ pub async fn complete(
     })
 }
 
+/// Takes every complete line out of `buf` and returns its JSON; blank
+/// lines are skipped, an incomplete line stays in `buf`.
+pub fn drain_lines(buf: &mut Vec<u8>) -> Result<Vec<Value>> {
+    let mut chunks = Vec::new();
+    while let Some(end) = buf.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = buf.drain(..end + 1).collect();
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        if !text.is_empty() {
+            chunks.push(serde_json::from_str(text).with_context(|| format!("bad line {text}"))?);
+        }
+    }
+    Ok(chunks)
+}
+
 /// Takes every complete server-sent event out of `buf` and returns the JSON
-/// of its `data:` line; `[DONE]` and lines without data are skipped. An
+/// of its `data:` line; `[DONE]` and events without data are skipped. An
 /// incomplete event stays in `buf` for the next bytes.
 pub fn drain_chunks(buf: &mut Vec<u8>) -> Result<Vec<Value>> {
     let mut chunks = Vec::new();
     while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
         let event: Vec<u8> = buf.drain(..end + 2).collect();
         let text = String::from_utf8_lossy(&event);
-        let Some(data) = text.trim().strip_prefix("data:") else {
+        // An `event:` line may come first (Anthropic's stream has one).
+        let Some(data) = text.lines().find_map(|l| l.strip_prefix("data:")) else {
             continue;
         };
         let data = data.trim();
@@ -145,6 +168,7 @@ pub fn drain_chunks(buf: &mut Vec<u8>) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn complete_events_are_parsed_and_a_partial_one_waits() {
@@ -155,5 +179,16 @@ mod tests {
         buf.extend_from_slice(b":2}\n\n");
         assert_eq!(drain_chunks(&mut buf).unwrap(), vec![json!({"b": 2})]);
         assert!(drain_chunks(&mut b"data: nope\n\n".to_vec()).is_err());
+        let mut named = b"event: ping\ndata: {\"c\":3}\n\nevent: done\n\n".to_vec();
+        assert_eq!(drain_chunks(&mut named).unwrap(), vec![json!({"c": 3})]);
+    }
+
+    #[test]
+    fn complete_lines_are_parsed_and_a_partial_one_waits() {
+        let mut buf = b"{\"a\":1}\n\n{\"b\"".to_vec();
+        assert_eq!(drain_lines(&mut buf).unwrap(), vec![json!({"a": 1})]);
+        buf.extend_from_slice(b":2}\n");
+        assert_eq!(drain_lines(&mut buf).unwrap(), vec![json!({"b": 2})]);
+        assert!(drain_lines(&mut b"nope\n".to_vec()).is_err());
     }
 }

@@ -6,7 +6,12 @@
 //! request and token limits, and (e) to `llama-server` when one is given;
 //! reports decode tokens/s, prefill tokens/s and time to first token at 1
 //! and 4 concurrent streams, and the ratios (b)/(a), (d)/(c) (the cost of
-//! keys and limits), (a)/(e) and (b)/(e).
+//! keys and limits), (a)/(e) and (b)/(e), and (f) a second `superfluid
+//! serve` whose `/metrics` is polled every 100 ms while it is measured,
+//! against (b): the cost of being scraped, and (g) `superfluid serve`
+//! through OpenAI's chat, Ollama's `/api/chat` and Anthropic's
+//! `/v1/messages`, each on a serve of its own: the cost of each API's codec
+//! against OpenAI's.
 //!
 //! `routing`: every routing policy on the same requests, in a simulated
 //! fleet of fake engines of mixed speed and on a real fleet of two nodes;
@@ -21,6 +26,8 @@
 //! on 1M events, and memory per idle session.
 #![forbid(unsafe_code)]
 
+mod apis;
+mod contenders;
 mod http;
 mod inprocess;
 mod keyed;
@@ -28,6 +35,7 @@ mod measure;
 mod models;
 mod report;
 mod routing;
+mod scraper;
 mod sessions;
 mod stats;
 mod workload;

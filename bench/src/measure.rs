@@ -9,6 +9,8 @@ use llama_cpp_2::model::LlamaModel;
 use serde::Serialize;
 use superfluid_node::Engine;
 
+use crate::apis::Api;
+use crate::scraper::Scraper;
 use crate::stats::{prefill_rate, summarise, RequestTiming, Summary};
 use crate::{http, inprocess, workload, ServeArgs};
 
@@ -32,12 +34,24 @@ pub struct Contender {
 /// Where a contender's requests go.
 pub enum Target<'a> {
     InProcess(&'a Arc<dyn Engine>),
-    /// An OpenAI-compatible server, sent `key` as a Bearer key if there is one.
+    /// An OpenAI-compatible server, sent `key` as a Bearer key if there is
+    /// one, and scraped by `scraper` while it is measured if there is one.
     Http {
+        api: Api,
         base: &'a str,
         model: &'a str,
         key: Option<&'a str>,
+        scraper: Option<&'a Scraper>,
     },
+}
+
+impl Target<'_> {
+    fn scraper(&self) -> Option<&Scraper> {
+        match self {
+            Target::Http { scraper, .. } => *scraper,
+            Target::InProcess(_) => None,
+        }
+    }
 }
 
 /// The bench's client side: the arguments, a tokenizer and an HTTP client.
@@ -72,9 +86,16 @@ impl Bench<'_> {
         let tokens = self.tokens(text);
         match target {
             Target::InProcess(engine) => inprocess::complete(engine, tokens, max_tokens).await,
-            Target::Http { base, model, key } => {
+            Target::Http {
+                api,
+                base,
+                model,
+                key,
+                ..
+            } => {
                 http::complete(
                     &self.client,
+                    *api,
                     base,
                     model,
                     *key,
@@ -218,10 +239,14 @@ pub async fn interleaved(
             for k in 0..targets.len() {
                 let i = (turn + k) % targets.len();
                 let (name, target) = &targets[i];
-                bench
-                    .step(target, round, step, &mut samples[i])
-                    .await
-                    .with_context(|| format!("measuring {name}"))?;
+                if let Some(scraper) = target.scraper() {
+                    scraper.resume();
+                }
+                let measured = bench.step(target, round, step, &mut samples[i]).await;
+                if let Some(scraper) = target.scraper() {
+                    scraper.pause();
+                }
+                measured.with_context(|| format!("measuring {name}"))?;
             }
             turn += 1;
         }

@@ -10,9 +10,11 @@ use serde::Serialize;
 use superfluid_node::llama::{LlamaConfig, LlamaEngine};
 use superfluid_node::Engine;
 
-use crate::measure::{interleaved, Bench, Contender, Target};
+use crate::contenders::{Contenders, PAIRS};
+use crate::measure::{interleaved, Bench, Contender};
+use crate::scraper::ScrapeCounts;
 use crate::stats::{paired_median_difference, Spread, Summary};
-use crate::{http, keyed, ServeArgs};
+use crate::ServeArgs;
 
 /// How one contender compares with another.
 #[derive(Debug, Serialize)]
@@ -57,6 +59,8 @@ pub struct Report {
     pub prefill: u32,
     pub contenders: Vec<Contender>,
     pub ratios: Vec<Ratios>,
+    /// What the poller of `serve_scraped`'s `/metrics` did.
+    pub scrapes: ScrapeCounts,
 }
 
 fn at(c: &Contender, i: usize) -> &Summary {
@@ -92,7 +96,8 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
     }
 }
 
-/// `bench serve`: the in-process engine, `superfluid serve` and llama-server
+/// `bench serve`: the in-process engine, `superfluid serve` through each of
+/// its APIs, heads with and without keys, a scraped serve and llama-server
 /// (when given), all started first and then measured round by round.
 pub async fn serve(args: &ServeArgs) -> Result<Report> {
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(false));
@@ -120,117 +125,18 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
     };
     let engine: Arc<dyn Engine> = Arc::new(LlamaEngine::start(backend.clone(), config)?);
 
-    let (t, s, c) = (
-        args.threads.to_string(),
-        args.slots.to_string(),
-        args.ctx.to_string(),
-    );
-    let serve_args: Vec<String> = [
-        "serve",
-        "--http",
-        "127.0.0.1:{port}",
-        "--threads",
-        &t,
-        "--slots",
-        &s,
-        "--ctx",
-        &c,
-        "--model",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .chain([args.model.display().to_string()])
-    .collect();
-    let serve = http::start(&args.superfluid, &serve_args)
-        .await
-        .context("starting superfluid serve")?;
-    let open = keyed::start(args, "head-no-key", false)
-        .await
-        .context("starting a head and node with no key")?;
-    let limited = keyed::start(args, "head-limited-key", true)
-        .await
-        .context("starting a head and node with a limited key")?;
-    let llama_server = match &args.llama_server {
-        Some(binary) => {
-            let total_ctx = (args.ctx * args.slots).to_string();
-            let ls_args: Vec<String> = [
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "{port}",
-                "-t",
-                &t,
-                "-tb",
-                &t,
-                "-np",
-                &s,
-                "-c",
-                &total_ctx,
-                "-m",
-            ]
-            .iter()
-            .map(|a| a.to_string())
-            .chain([args.model.display().to_string()])
-            .collect();
-            Some(
-                http::start(binary, &ls_args)
-                    .await
-                    .context("starting llama-server")?,
-            )
-        }
-        None => None,
-    };
-    let mut targets = vec![
-        ("in_process", Target::InProcess(&engine)),
-        (
-            "superfluid_serve",
-            Target::Http {
-                base: &serve.base,
-                model: &model_id,
-                key: None,
-            },
-        ),
-        (
-            "head_no_key",
-            Target::Http {
-                base: &open.head.base,
-                model: &model_id,
-                key: None,
-            },
-        ),
-        (
-            "head_limited_key",
-            Target::Http {
-                base: &limited.head.base,
-                model: &model_id,
-                key: limited.key.as_deref(),
-            },
-        ),
-    ];
-    if let Some(server) = &llama_server {
-        targets.push((
-            "llama_server",
-            Target::Http {
-                base: &server.base,
-                model: &model_id,
-                key: None,
-            },
-        ));
-    }
-    let contenders = interleaved(&bench, &targets).await?;
+    let contenders = Contenders::start(args).await?;
+    let targets = contenders.targets(&engine, &model_id);
+    let measured = interleaved(&bench, &targets).await?;
     drop(targets);
-    drop((serve, open, limited, llama_server, engine));
+    let scrapes = contenders.scraper.counts();
+    drop((contenders, engine));
 
-    // in_process, superfluid_serve, head_no_key, head_limited_key, then
-    // llama_server if given.
-    let mut all = vec![
-        ratios(&contenders[1], &contenders[0]),
-        ratios(&contenders[3], &contenders[2]),
-    ];
-    if let Some(llama) = contenders.get(4) {
-        all.push(ratios(&contenders[0], llama));
-        all.push(ratios(&contenders[1], llama));
-    }
+    let by_name = |name: &str| measured.iter().find(|c| c.name == name);
+    let all = PAIRS
+        .iter()
+        .filter_map(|(of, to)| Some(ratios(by_name(of)?, by_name(to)?)))
+        .collect();
     Ok(Report {
         model: model_id,
         threads: args.threads,
@@ -240,8 +146,9 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         alone: args.alone,
         together: args.together,
         prefill: args.prefill,
-        contenders,
+        contenders: measured,
         ratios: all,
+        scrapes,
     })
 }
 
@@ -263,6 +170,11 @@ pub fn print_table(report: &Report) {
             c.name, c.prefill_tokens_per_s
         );
     }
+    let s = &report.scrapes;
+    println!(
+        "serve_scraped: {} scrapes of /metrics every {} ms while measured ({} failed, {} bytes in all)",
+        s.scrapes, s.interval_ms, s.failed, s.bytes
+    );
     for r in &report.ratios {
         println!(
             "{} / {}: decode x{:.3} (1 stream) x{:.3} (4 streams), prefill x{:.3}, ttft p50 {:+.1} ms (1) {:+.1} ms (4), paired {:+.1} ms (1) {:+.1} ms (4)",
