@@ -177,6 +177,11 @@ pub struct ServeFlags {
     /// Where the sessions database (sessions.db) is kept [default: $SUPERFLUID_HOME].
     #[arg(long, env = "SUPERFLUID_SERVE_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// An embedding model (a GGUF that names a pooling type, such as the
+    /// all-MiniLM-L6-v2 scripts/setup installs) to serve beside --model,
+    /// for /v1/embeddings and Ollama's /api/embed.
+    #[arg(long, env = "SUPERFLUID_EMBEDDING_MODEL")]
+    pub embedding_model: Option<PathBuf>,
     #[command(flatten)]
     pub engine: EngineFlags,
 }

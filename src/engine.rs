@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use llama_cpp_2::llama_backend::LlamaBackend;
+use superfluid_node::llama::embed::{file_pooling, EmbedEngine};
 use superfluid_node::llama::{LlamaConfig, LlamaEngine};
+use superfluid_node::Engine;
 
 use crate::cli::EngineFlags;
 
@@ -96,9 +98,23 @@ impl EngineConfig {
         })
     }
 
-    /// Loads the model and starts the engine thread.
-    pub fn start(&self, backend: &Arc<LlamaBackend>) -> Result<LlamaEngine> {
-        let config = LlamaConfig {
+    /// Loads the model and starts the engine its GGUF calls for: the
+    /// embedding engine for a model that names a pooling type (by the rule
+    /// the head applies too), the generation engine for any other.
+    pub fn start(&self, backend: &Arc<LlamaBackend>) -> Result<Arc<dyn Engine>> {
+        let config = self.llama_config();
+        if let Some(pooling) = file_pooling(backend, &self.model).context("reading the model")? {
+            tracing::info!(model = %self.model.display(), pooling = pooling.as_str(), "an embedding model: serving embeddings");
+            let engine = EmbedEngine::start(backend.clone(), config)
+                .context("starting the embedding engine")?;
+            return Ok(Arc::new(engine));
+        }
+        let engine = LlamaEngine::start(backend.clone(), config).context("starting the engine")?;
+        Ok(Arc::new(engine))
+    }
+
+    fn llama_config(&self) -> LlamaConfig {
+        LlamaConfig {
             model_path: self.model.clone(),
             slots: self.slots,
             ctx: self.ctx,
@@ -106,8 +122,7 @@ impl EngineConfig {
             shared_kv: self.shared_kv,
             model_id: self.model_id.clone(),
             ..LlamaConfig::default()
-        };
-        LlamaEngine::start(backend.clone(), config).context("starting the engine")
+        }
     }
 }
 

@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -157,7 +156,7 @@ async fn run_agent(
         agent.model_sha256 = Some(hash_model(&config.model).await?);
     }
     let backend = engine::backend()?;
-    let engine = Arc::new(config.start(&backend)?);
+    let engine = config.start(&backend)?;
     if let Some(addr) = metrics {
         crate::node_metrics::serve(addr, engine.clone()).await?;
     }

@@ -2,7 +2,6 @@
 //! loopback Link F with keys made at start-up.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -10,7 +9,6 @@ use superfluid_head::keys::{self, Keys};
 use superfluid_head::server::HeadConfig;
 use superfluid_link::{allow_only, Identity};
 use superfluid_node::agent::{self, AgentConfig};
-use superfluid_node::Engine;
 
 use crate::cli::ServeFlags;
 use crate::engine::{self, EngineConfig};
@@ -27,17 +25,28 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
     let data_dir = flags.data_dir.unwrap_or_else(engine::home);
     let sessions = open_sessions(&data_dir)?;
     let config = EngineConfig::from_flags(flags.engine)?;
+    let embed_config = match flags.embedding_model {
+        Some(path) => Some(EngineConfig {
+            model: engine::model_path(Some(path))?,
+            ..config.clone()
+        }),
+        None => None,
+    };
     let backend = engine::backend()?;
     let head_identity = Identity::generate().context("making the head's key")?;
     let node_identity = Identity::generate().context("making the node's key")?;
+    // The embedding model runs on a node of its own in this process.
+    let embed_identity = Identity::generate().context("making the embedding node's key")?;
+    let mut models = vec![config.model.clone()];
+    models.extend(embed_config.as_ref().map(|c| c.model.clone()));
     let head = superfluid_head::server::start(
         &backend,
         HeadConfig {
             http: flags.http,
             link: SocketAddr::from(([127, 0, 0, 1], 0)),
-            models: vec![config.model.clone()],
+            models,
             identity: head_identity,
-            authorizer: allow_only([node_identity.fingerprint()]),
+            authorizer: allow_only([node_identity.fingerprint(), embed_identity.fingerprint()]),
             membership: None,
             route_policy: flags.route_policy,
             keys,
@@ -52,7 +61,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
     .await?;
 
     let engine = config.start(&backend)?;
-    let model_id = engine.info().model.id.clone();
+    let mut model_ids = vec![engine.info().model.id.clone()];
     let agent = AgentConfig {
         head_addrs: vec![head.link_addr],
         head_fingerprint: head.fingerprint,
@@ -63,12 +72,39 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
         credential_dir: None,
         join_only: false,
     };
-    let mut node = tokio::spawn(agent::run_until(Arc::new(engine), agent, shutdown_signal));
+    let embedder = match &embed_config {
+        Some(embed) => {
+            let engine = embed.start(&backend)?;
+            model_ids.push(engine.info().model.id.clone());
+            let agent = AgentConfig {
+                identity: embed_identity,
+                name: "local-embeddings".into(),
+                model_sha256: Some(hash_model(&embed.model).await?),
+                ..agent.clone()
+            };
+            Some((engine, agent))
+        }
+        None => None,
+    };
+    let mut node = tokio::spawn(async move {
+        let embeddings = async move {
+            match embedder {
+                Some((engine, agent)) => agent::run_until(engine, agent, shutdown_signal).await,
+                None => Ok(()),
+            }
+        };
+        let (chat, embeddings) =
+            tokio::join!(agent::run_until(engine, agent, shutdown_signal), embeddings);
+        chat.and(embeddings)
+    });
 
-    // Say where we listen only once the node serves, so that the first
+    // Say where we listen only once the nodes serve, so that the first
     // request a client sends after that line is answered.
     let joined = async {
-        while head.fleet.context_len(&model_id).is_none() {
+        while model_ids
+            .iter()
+            .any(|id| head.fleet.context_len(id).is_none())
+        {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
@@ -78,7 +114,8 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
         () = tokio::time::sleep(JOIN_TIMEOUT) => bail!("the node did not join the head within {JOIN_TIMEOUT:?}"),
     }
     tracing::info!(
-        "serving {model_id} ({} slots x {} tokens, {} threads) on http://{}",
+        "serving {} ({} slots x {} tokens, {} threads) on http://{}",
+        model_ids.join(" and "),
         config.slots,
         config.ctx,
         config.threads,

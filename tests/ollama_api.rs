@@ -288,14 +288,14 @@ async fn listings_probes_and_refusals_answer_in_ollamas_shape() {
         (
             "/api/embed",
             json!({"model": MODEL, "input": "x"}),
-            501,
-            "embeddings",
+            400,
+            "cannot compute embeddings",
         ),
         (
             "/api/embeddings",
             json!({"model": MODEL, "prompt": "x"}),
-            501,
-            "embeddings",
+            400,
+            "cannot compute embeddings",
         ),
         ("/api/pull", json!({"model": "llama3"}), 400, "--model"),
         ("/api/create", json!({"model": "x"}), 400, "--model"),
@@ -460,7 +460,7 @@ async fn the_ollama_python_client_chats_generates_lists_and_shows() {
         "tool_result_gets_text",
         "list_names_the_model",
         "show_gives_template_and_model_info",
-        "embed_raises_not_implemented",
+        "embed_of_a_chat_model_raises_bad_request",
         "pull_raises_with_how_models_arrive",
     ] {
         assert!(

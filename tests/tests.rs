@@ -7,6 +7,7 @@ mod anthropic_api;
 mod anthropic_tools;
 mod browser;
 mod cross_api_cache;
+mod embeddings;
 mod fleet_failover;
 mod fleet_mdns;
 mod fleet_membership;

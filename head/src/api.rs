@@ -5,6 +5,7 @@
 //! - [`bias`]: `logit_bias`, read and checked against the vocabulary.
 //! - [`extract`]: the JSON extractor whose rejections are OpenAI errors.
 //! - [`error`]: [`ApiError`], the one place errors become HTTP responses.
+//! - [`embeddings`]: `/v1/embeddings`, and the path Ollama's embeddings share.
 //! - [`generate`]: context check, dispatch to the fleet, tokens to text.
 //! - [`output`]: [`output::Step`], what a generation hands to the answer.
 //! - [`wire`]: the response bodies and stream chunks as serde types.
@@ -29,6 +30,7 @@ pub mod anthropic;
 pub mod auth;
 pub mod bias;
 pub mod browser;
+pub mod embeddings;
 pub mod error;
 pub mod extract;
 pub mod fields;
@@ -116,6 +118,7 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
     Router::new()
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
+        .route("/v1/embeddings", post(embeddings::create))
         .route("/v1/models", get(handlers::models))
         .route("/v1/models/{*id}", get(model_retrieve::retrieve))
         .route("/v1/fleet", get(fleet_view::fleet))

@@ -13,6 +13,8 @@
 //!   for a node and sends the request there on a fresh QUIC stream
 //!   (`fleet/remote.rs`).
 //!
+//! - [`Fleet::embed`] (in `fleet/embed.rs`) routes an embeddings request
+//!   the same way and reads its one reply.
 //! - a node that lacks a model fetches its file from the head's
 //!   [`model_store::ModelStore`] on a stream of its own (`fleet/transfer.rs`).
 //!
@@ -20,6 +22,7 @@
 //! contract the HTTP layer relies on.
 
 mod admin;
+mod embed;
 mod error;
 mod join_limit;
 pub mod listen;
@@ -32,6 +35,7 @@ mod shared_router;
 mod transfer;
 
 pub use admin::Revoked;
+pub use embed::Embedded;
 pub use error::FleetError;
 pub use listen::{listen, LinkListenConfig, LinkListener};
 pub use registry::{NodeLoadSnapshot, NodeSnapshot, NodeState};
@@ -291,7 +295,21 @@ impl Fleet {
         request: &mut GenerateRequest,
         skip: &[String],
     ) -> Option<(Arc<NodeEntry>, Routing)> {
-        let candidates = self.inner.candidates(&request.model, skip);
+        let (node, routing, slot) = self.route_prompt(&request.model, &request.prompt, skip)?;
+        request.slot = slot;
+        Some((node, routing))
+    }
+
+    /// Picks a node for a prompt of `model` among those serving it, except
+    /// `skip`, and counts the decision; with the slot holding the prompt's
+    /// cached prefix, if one does.
+    pub(crate) fn route_prompt(
+        &self,
+        model: &str,
+        prompt: &[u32],
+        skip: &[String],
+    ) -> Option<(Arc<NodeEntry>, Routing, Option<u32>)> {
+        let candidates = self.inner.candidates(model, skip);
         let keys: Vec<_> = candidates.iter().map(|n| n.key).collect();
         let (routed, policy) = {
             let mut router = self.router.lock();
@@ -301,7 +319,7 @@ impl Fleet {
                 .into_iter()
                 .filter(|&k| router.load(k).is_none_or(|l| self.admission.admits(&l)))
                 .collect();
-            let routed = router.route(&request.model, &request.prompt, &admitted, now)?;
+            let routed = router.route(model, prompt, &admitted, now)?;
             (routed, router.policy())
         };
         let routing = Routing {
@@ -313,8 +331,7 @@ impl Fleet {
         self.metrics
             .record_route(policy, routed.reason, routed.cached_tokens);
         tracing::debug!(node = %node.name, reason = routed.reason.as_str(), cached = routed.cached_tokens, predicted_ttft_ms = routed.predicted_ttft_secs * 1e3, "routed a generation");
-        request.slot = routed.slot;
-        Some((node, routing))
+        Some((node, routing, routed.slot))
     }
 
     /// Enters a node that passed the hello in the registry and the router;

@@ -97,7 +97,7 @@ async fn frames_round_trip_over_loopback_quic() {
 
     let (mut send, mut recv_node) = node_side.open_bi().await.unwrap();
     let hello = NodeHello {
-        version: 7,
+        version: superfluid_proto::PROTOCOL_VERSION,
         name: "n".into(),
         models: vec![],
         join_token: None,

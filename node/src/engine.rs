@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
-use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest, ModelDescription};
-use tokio::sync::mpsc;
+use superfluid_proto::{
+    EmbedReply, EmbedRequest, FailureKind, GenerateEvent, GenerateRequest, ModelDescription,
+};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::ledger::Ledger;
 
@@ -68,6 +70,18 @@ pub enum EngineError {
     /// The engine thread has stopped.
     #[error("the engine has stopped")]
     Stopped,
+    /// Embeddings were asked of a model that does not embed.
+    #[error("model {model:?} cannot compute embeddings (its GGUF names no pooling type); use an embedding model such as all-MiniLM-L6-v2")]
+    CannotEmbed {
+        /// The model asked for.
+        model: String,
+    },
+    /// A generation was asked of an embedding model.
+    #[error("model {model:?} is an embedding model and cannot generate text; use it with /v1/embeddings")]
+    CannotGenerate {
+        /// The model asked for.
+        model: String,
+    },
 }
 
 impl EngineError {
@@ -75,7 +89,9 @@ impl EngineError {
     /// answers the request's mistakes as the client's and the rest as its own.
     pub fn failure_kind(&self) -> FailureKind {
         match self {
-            Self::UnknownModel { .. } => FailureKind::UnknownModel,
+            Self::UnknownModel { .. } | Self::CannotEmbed { .. } | Self::CannotGenerate { .. } => {
+                FailureKind::UnknownModel
+            }
             Self::TooLong { .. } => FailureKind::PromptTooLong,
             Self::EmptyPrompt => FailureKind::EmptyPrompt,
             Self::Stopped => FailureKind::Stopped,
@@ -96,4 +112,17 @@ pub trait Engine: Send + Sync + 'static {
     /// Where the engine reports its KV caches and load, for the agent to
     /// relay to the head.
     fn ledger(&self) -> &Arc<Ledger>;
+
+    /// Queues an embeddings request; its one reply arrives on the returned
+    /// channel. Engines of models that do not embed refuse it.
+    fn embed(&self, request: EmbedRequest) -> Result<Embedding, EngineError> {
+        let _ = request;
+        Err(EngineError::CannotEmbed {
+            model: self.info().model.id.clone(),
+        })
+    }
 }
+
+/// A queued embeddings request: its reply, once computed. Dropping it
+/// cancels the request if it has not started.
+pub type Embedding = oneshot::Receiver<EmbedReply>;

@@ -4,9 +4,10 @@
 //! by the node, on which the node says [`NodeHello`] and the head answers with
 //! [`HeadReply`]; after that each side may send [`ControlMsg`]s. Every
 //! generation runs on its own bidirectional stream: the head writes one
-//! [`GenerateRequest`], the node answers with [`GenerateEvent`]s ending in
-//! [`GenerateEvent::Finished`] or [`GenerateEvent::Failed`]. Resetting the
-//! stream cancels the generation.
+//! [`HeadStream::Generate`], the node answers with [`GenerateEvent`]s ending
+//! in [`GenerateEvent::Finished`] or [`GenerateEvent::Failed`]. Resetting
+//! the stream cancels the generation. Embeddings run the same way: one
+//! [`HeadStream::Embed`], answered by one [`EmbedReply`] ([`embed`]).
 //!
 //! The node also reports its KV caches as block hashes ([`blocks`],
 //! [`KvUpdate`]) and its load ([`LoadReport`]) on the control stream, so the
@@ -20,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod blocks;
+pub mod embed;
 pub mod frame;
 pub mod hardware;
 pub mod messages;
@@ -27,6 +29,9 @@ pub mod token;
 pub mod transfer;
 
 pub use blocks::{block_hashes, model_seed, BlockHash, BLOCK_TOKENS};
+pub use embed::{
+    embedding_pooling, EmbedReply, EmbedRequest, HeadStream, Pooling, MAX_EMBED_INPUTS,
+};
 pub use frame::{decode, encode, FrameError, FrameReader, LEN_PREFIX, MAX_FRAME};
 pub use messages::*;
 pub use token::JoinClaims;
@@ -34,7 +39,7 @@ pub use transfer::{FetchProgress, FetchReply, FetchRequest, ModelOffer, NodeStre
 
 /// The Link F protocol version spoken by this build. Peers with another
 /// version are refused with a message that names both.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The ALPN identifier of Link F over QUIC.
 pub const ALPN: &[u8] = b"superfluid-linkf/1";

@@ -70,11 +70,11 @@ def show_gives_template_and_model_info():
     assert shown.details.format == "gguf", shown.details
 
 
-def embed_raises_not_implemented():
+def embed_of_a_chat_model_raises_bad_request():
     try:
         client().embed(model=MODEL, input="hello")
     except ollama.ResponseError as e:
-        assert e.status_code == 501 and "embeddings" in e.error, str(e)
+        assert e.status_code == 400 and "cannot compute embeddings" in e.error, str(e)
         return
     raise AssertionError("embed did not raise")
 
@@ -164,7 +164,7 @@ CASES = [
     tool_result_gets_text,
     list_names_the_model,
     show_gives_template_and_model_info,
-    embed_raises_not_implemented,
+    embed_of_a_chat_model_raises_bad_request,
     pull_raises_with_how_models_arrive,
 ]
 

@@ -65,6 +65,7 @@ impl Admission<'_> {
         param: &'static str,
         span: Span,
     ) -> Result<Generation, ApiError> {
+        refuse_embedding_model(self.state, &codec)?;
         let mut generation = Generation::start(
             self.state,
             self.received,
@@ -78,4 +79,27 @@ impl Admission<'_> {
         auth::meter(self.caller, &mut generation);
         Ok(generation)
     }
+}
+
+/// An embedding model cannot generate: a 400 that says so and names the
+/// models here that can, rather than a failure from its node.
+fn refuse_embedding_model(state: &AppState, codec: &ModelCodec) -> Result<(), ApiError> {
+    if codec.embedding().is_none() {
+        return Ok(());
+    }
+    let chat: Vec<String> = state
+        .catalog
+        .models()
+        .iter()
+        .filter(|m| m.embedding().is_none())
+        .map(|m| m.id().to_owned())
+        .collect();
+    Err(ApiError::param(
+        "model",
+        format!(
+            "model {:?} is an embedding model and cannot generate text; use it with POST /v1/embeddings (or Ollama's /api/embed), and name a text model here{}",
+            codec.id(),
+            if chat.is_empty() { String::new() } else { format!(": {}", chat.join(", ")) }
+        ),
+    ))
 }

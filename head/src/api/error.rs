@@ -88,7 +88,7 @@ pub enum ApiError {
         param: &'static str,
     },
     /// No route matches the request's path.
-    #[error("no route for {method} {path}; the head serves /v1/chat/completions, /v1/completions, /v1/models, /v1/messages, /v1/sessions, /v1/fleet, /api/* (Ollama), /metrics and /health")]
+    #[error("no route for {method} {path}; the head serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /v1/messages, /v1/sessions, /v1/fleet, /api/* (Ollama), /metrics and /health")]
     NotFound {
         /// The request method.
         method: String,

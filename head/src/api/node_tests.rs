@@ -16,8 +16,8 @@ use std::time::Duration;
 use superfluid_link::control::STREAM_NODE_STOPPING;
 use superfluid_link::{client_endpoint, connect, read_frame, write_frame, Identity};
 use superfluid_proto::{
-    FailureKind, FinishReason, GenerateEvent, GenerateRequest, ModelDescription, NodeHello,
-    Outcome, PROTOCOL_VERSION,
+    FailureKind, FinishReason, GenerateEvent, ModelDescription, NodeHello, Outcome,
+    PROTOCOL_VERSION,
 };
 use tower::ServiceExt;
 
@@ -101,7 +101,9 @@ pub(super) async fn stub(
             let conn = conn.clone();
             counter.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                let Ok(Some(req)) = read_frame::<GenerateRequest>(&mut recv).await else {
+                let Ok(Some(superfluid_proto::HeadStream::Generate(req))) =
+                    read_frame::<superfluid_proto::HeadStream>(&mut recv).await
+                else {
                     return;
                 };
                 if does == Stub::VanishBeforeFirstToken {

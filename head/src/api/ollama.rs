@@ -10,10 +10,12 @@
 //! - [`tools`]: `tools`, `tool_calls` and `tool` messages on `/api/chat`.
 //! - [`reply`]: NDJSON and whole answers with Ollama's counts and durations.
 //! - [`info`]: `/api/tags`, `/api/ps`, `/api/show`, `/api/version` and `/`.
-//! - [`refusals`]: embeddings, model management and unknown paths.
+//! - [`embed`]: `/api/embed` and `/api/embeddings`, on the one embeddings path.
+//! - [`refusals`]: model management and unknown paths.
 //! - [`error`]: [`OllamaError`], `{"error": "..."}` with Ollama's statuses.
 
 pub mod clock;
+pub mod embed;
 pub mod error;
 pub mod extract;
 pub mod generation;
@@ -40,8 +42,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/ps", get(info::ps))
         .route("/api/show", post(info::show))
         .route("/api/version", get(info::version))
-        .route("/api/embed", post(refusals::embed))
-        .route("/api/embeddings", post(refusals::embed))
+        .route("/api/embed", post(embed::embed))
+        .route("/api/embeddings", post(embed::legacy))
         .route("/api/pull", post(refusals::manage))
         .route("/api/push", post(refusals::manage))
         .route("/api/create", post(refusals::manage))

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use superfluid_link::{client_endpoint, connect, read_frame, write_frame, Identity};
-use superfluid_proto::{GenerateEvent, GenerateRequest, ModelDescription, NodeHello};
+use superfluid_proto::{GenerateEvent, ModelDescription, NodeHello};
 use tower::ServiceExt;
 
 const CTX: u32 = 512;
@@ -70,7 +70,9 @@ async fn holding_stub(head_addr: std::net::SocketAddr, head: &Identity) -> Arc<A
             let token = token.clone();
             let counter = counter.clone();
             tokio::spawn(async move {
-                let Ok(Some(_)) = read_frame::<GenerateRequest>(&mut recv).await else {
+                let Ok(Some(superfluid_proto::HeadStream::Generate(_))) =
+                    read_frame::<superfluid_proto::HeadStream>(&mut recv).await
+                else {
                     return;
                 };
                 let _ = write_frame(&mut send, &GenerateEvent::Tokens(token)).await;

@@ -21,6 +21,16 @@ pub struct ModelCodec {
     template: Result<ChatTemplate, String>,
     n_tokens: u32,
     path: std::path::PathBuf,
+    embedding: Option<EmbeddingShape>,
+}
+
+/// How an embedding model pools, and the length of its vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbeddingShape {
+    /// The pooling its GGUF names.
+    pub pooling: superfluid_proto::Pooling,
+    /// The length of each vector.
+    pub dimensions: u32,
 }
 
 impl std::fmt::Debug for ModelCodec {
@@ -56,7 +66,9 @@ impl ModelCodec {
             template: Err(String::new()),
             n_tokens,
             path: path.to_path_buf(),
+            embedding: None,
         };
+        codec.embedding = codec.read_embedding_shape();
         codec.template = match codec.model.meta_val_str(TEMPLATE_KEY) {
             Ok(source) => {
                 let vocab = codec.model.vocab();
@@ -70,6 +82,44 @@ impl ModelCodec {
             tracing::warn!(model = %codec.id, %reason, "chat template unusable");
         }
         Ok(codec)
+    }
+
+    /// Whether this model computes embeddings, by the rule nodes apply too
+    /// ([`superfluid_proto::embedding_pooling`]), and their length.
+    pub fn embedding(&self) -> Option<EmbeddingShape> {
+        self.embedding
+    }
+
+    fn read_embedding_shape(&self) -> Option<EmbeddingShape> {
+        let arch = self.model.meta_val_str("general.architecture").ok()?;
+        let pooling = self
+            .model
+            .meta_val_str(&superfluid_proto::embed::pooling_key(&arch))
+            .ok();
+        let pooling = superfluid_proto::embedding_pooling(&arch, pooling.as_deref())?;
+        let dimensions = self
+            .model
+            .meta_val_str(&format!("{arch}.embedding_length"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        Some(EmbeddingShape {
+            pooling,
+            dimensions,
+        })
+    }
+
+    /// Tokenizes text to embed it: special-token markup is not parsed (the
+    /// text is the client's), and the model's own start and end tokens
+    /// (BERT's `[CLS]` and `[SEP]`) are added as it asks.
+    pub fn tokenize_for_embedding(&self, text: &str) -> Vec<TokenId> {
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), true, false)
+            .into_iter()
+            .filter_map(|t| u32::try_from(t.0).ok())
+            .collect()
     }
 
     /// The id clients name this model by.

@@ -105,7 +105,9 @@ async fn node(head: &Head, id: &Identity, token: Option<&str>, sha256: &str) -> 
         let _control = (send, recv, endpoint);
         while let Ok((mut send, mut recv)) = serving.accept_bi().await {
             tokio::spawn(async move {
-                let Ok(Some(req)) = read_frame::<GenerateRequest>(&mut recv).await else {
+                let Ok(Some(superfluid_proto::HeadStream::Generate(req))) =
+                    read_frame::<superfluid_proto::HeadStream>(&mut recv).await
+                else {
                     return;
                 };
                 // Give the test time to act while the generation runs.

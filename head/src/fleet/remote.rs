@@ -12,7 +12,7 @@ use superfluid_link::{
     quinn::{ReadError, RecvStream, SendStream},
     read_frame, write_frame, FrameIoError,
 };
-use superfluid_proto::{GenerateEvent, GenerateRequest};
+use superfluid_proto::{GenerateEvent, GenerateRequest, HeadStream};
 
 use super::error::FleetError;
 use super::registry::NodeEntry;
@@ -35,7 +35,7 @@ impl Routing {
         }
     }
 
-    fn finished(&mut self, completed: bool) {
+    pub(super) fn finished(&mut self, completed: bool) {
         if let Some(ticket) = self.ticket.take() {
             self.router.lock().finished(ticket, completed, now());
         }
@@ -71,7 +71,7 @@ pub(crate) async fn dispatch(
             "connection lost: {e}; the node may have restarted or the network is down"
         ))
     })?;
-    write_frame(&mut send, request)
+    write_frame(&mut send, &HeadStream::Generate(request.clone()))
         .await
         .map_err(|e| lost(e.to_string()))?;
     // The request is the only frame the head writes; cancelling is a stream reset/stop.

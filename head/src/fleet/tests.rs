@@ -110,7 +110,9 @@ async fn serve(
     behaviour: Behaviour,
     cancelled: mpsc::UnboundedSender<()>,
 ) {
-    let Ok(Some(req)) = read_frame::<GenerateRequest>(&mut recv).await else {
+    let Ok(Some(superfluid_proto::HeadStream::Generate(req))) =
+        read_frame::<superfluid_proto::HeadStream>(&mut recv).await
+    else {
         return;
     };
     match behaviour {

@@ -7,7 +7,7 @@ use superfluid_link::{
     quinn::{RecvStream, SendStream},
     read_frame, write_frame, FrameIoError,
 };
-use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest};
+use superfluid_proto::{EmbedReply, EmbedRequest, FailureKind, GenerateEvent, HeadStream};
 
 /// The longest a finished stream waits for the head to acknowledge its
 /// last event.
@@ -21,8 +21,11 @@ pub(super) async fn serve_stream(
     mut send: SendStream,
     mut recv: RecvStream,
 ) {
-    let request = match read_frame::<GenerateRequest>(&mut recv).await {
-        Ok(Some(request)) => request,
+    let request = match read_frame::<HeadStream>(&mut recv).await {
+        Ok(Some(HeadStream::Generate(request))) => request,
+        Ok(Some(HeadStream::Embed(request))) => {
+            return serve_embed(&*engine, request, send, recv).await
+        }
         Ok(None) => {
             let _ = send.reset(STREAM_BAD_FRAME);
             return;
@@ -89,6 +92,39 @@ pub(super) async fn serve_stream(
             let _ = tokio::time::timeout(DELIVERY_WAIT, &mut stopped).await;
             return;
         }
+    }
+}
+
+/// Serves one embeddings request: its one reply, or nothing if the head
+/// resets the stream first (which drops the request).
+async fn serve_embed(
+    engine: &dyn Engine,
+    request: EmbedRequest,
+    mut send: SendStream,
+    recv: RecvStream,
+) {
+    let reply = match engine.embed(request) {
+        Ok(pending) => {
+            let reset = head_reset(recv);
+            tokio::select! {
+                () = reset => {
+                    let _ = send.reset(STREAM_CANCELLED);
+                    return;
+                }
+                reply = pending => reply.unwrap_or_else(|_| EmbedReply::Failed {
+                    kind: FailureKind::Stopped,
+                    message: "the engine stopped while computing the embeddings".into(),
+                }),
+            }
+        }
+        Err(err) => EmbedReply::Failed {
+            kind: err.failure_kind(),
+            message: err.to_string(),
+        },
+    };
+    if write_frame(&mut send, &reply).await.is_ok() {
+        let _ = send.finish();
+        let _ = tokio::time::timeout(DELIVERY_WAIT, send.stopped()).await;
     }
 }
 

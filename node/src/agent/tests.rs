@@ -148,7 +148,12 @@ async fn start_generation(
     req: &GenerateRequest,
 ) -> (SendStream, RecvStream) {
     let (mut send, recv) = conn.open_bi().await.unwrap();
-    write_frame(&mut send, req).await.unwrap();
+    write_frame(
+        &mut send,
+        &superfluid_proto::HeadStream::Generate(req.clone()),
+    )
+    .await
+    .unwrap();
     send.finish().unwrap();
     (send, recv)
 }
@@ -202,7 +207,12 @@ async fn cancel_and_check(stop_reading: bool, reset_sending: bool) {
     let agent = tokio::spawn(run(engine, head.config.clone()));
     let joined = accept(&head, welcome()).await;
     let (mut send, recv) = joined.conn.open_bi().await.unwrap();
-    write_frame(&mut send, &request("m", 100)).await.unwrap();
+    write_frame(
+        &mut send,
+        &superfluid_proto::HeadStream::Generate(request("m", 100)),
+    )
+    .await
+    .unwrap();
     let mut recv = recv;
     let (req, events) = within(submitted.recv()).await.unwrap();
     assert_eq!(req.prompt, vec![1, 2, 3]);

@@ -1,20 +1,12 @@
-//! The Ollama endpoints superfluid answers with what to do instead:
-//! embeddings (not served yet) and model management (models come from the
-//! head's and nodes' `--model` files, not from a registry).
+//! The Ollama endpoints superfluid answers with what to do instead: model
+//! management (models come from the head's and nodes' `--model` files, not
+//! from a registry).
 
 use super::OllamaError;
 use axum::http::{Method, StatusCode, Uri};
 
 /// How models get into the fleet, said by every model-management refusal.
 const HOW_MODELS_ARRIVE: &str = "models get into the fleet as GGUF files: start the head (or `superfluid serve`) with `--model PATH.gguf`; nodes fetch the head's model file on their own. GET /api/tags lists the served models";
-
-/// `POST /api/embed` and `POST /api/embeddings`.
-pub async fn embed() -> OllamaError {
-    OllamaError::refused(
-        StatusCode::NOT_IMPLEMENTED,
-        "embeddings are not served yet: superfluid generates text only; use an embedding server for embeddings",
-    )
-}
 
 /// `pull`, `push`, `create`, `copy`, `delete` and blob uploads.
 pub async fn manage(uri: Uri) -> OllamaError {
@@ -29,7 +21,7 @@ pub async fn not_found(method: Method, uri: Uri) -> OllamaError {
     OllamaError::refused(
         StatusCode::NOT_FOUND,
         format!(
-            "no route for {method} {}; the Ollama API here serves /api/chat, /api/generate, /api/tags, /api/ps, /api/show and /api/version",
+            "no route for {method} {}; the Ollama API here serves /api/chat, /api/generate, /api/embed, /api/embeddings, /api/tags, /api/ps, /api/show and /api/version",
             uri.path()
         ),
     )
