@@ -29,6 +29,7 @@ pub mod anthropic;
 pub mod auth;
 pub mod bias;
 pub mod browser;
+pub mod choices;
 pub mod error;
 pub mod extract;
 pub mod fields;
