@@ -29,6 +29,7 @@ mod scrape;
 mod serve_chat;
 mod serve_completions;
 mod serve_errors;
+mod serve_logprobs;
 mod serve_sampling;
 mod serve_shutdown;
 mod serve_structured;

@@ -27,6 +27,7 @@ pub fn greedy(
         max_tokens,
         slot,
         constraint: None,
+        logprobs: None,
     }
 }
 
@@ -49,6 +50,7 @@ pub async fn complete(
                 last = now;
                 tokens += ids.len() as u32;
             }
+            GenerateEvent::Logprobs(_) => {}
             GenerateEvent::Finished(_) => break,
             GenerateEvent::Failed { message, .. } => bail!("generation failed: {message}"),
         }

@@ -30,6 +30,7 @@ pub mod anthropic;
 pub mod auth;
 pub mod bias;
 pub mod browser;
+pub mod choices;
 pub mod embeddings;
 pub mod error;
 pub mod extract;

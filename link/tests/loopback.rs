@@ -119,6 +119,7 @@ async fn frames_round_trip_over_loopback_quic() {
         max_tokens: 9,
         slot: None,
         constraint: None,
+        logprobs: None,
     };
     write_frame(&mut head_send, &req).await.unwrap();
     write_frame(&mut head_send, &GenerateEvent::Tokens(vec![4, 5]))
@@ -204,6 +205,7 @@ async fn a_prompt_of_a_million_tokens_and_many_small_events_cross_intact() {
         max_tokens: 500,
         slot: None,
         constraint: None,
+        logprobs: None,
     };
     let (mut head_send, mut head_recv) = head_side.open_bi().await.unwrap();
     let sent = req.clone();

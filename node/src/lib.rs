@@ -20,6 +20,7 @@ pub mod ledger;
 pub mod llama;
 pub mod model_cache;
 pub mod schedule;
+pub mod scoring;
 
 pub use engine::{Engine, EngineError, EngineInfo, Generation};
 pub use ledger::Ledger;

@@ -21,7 +21,7 @@ mod tests;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use superfluid_proto::{Constraint, GenerateEvent, GenerateRequest, Sampling};
+use superfluid_proto::{Constraint, GenerateEvent, GenerateRequest, Sampling, TokenLogprob};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::ledger::Ledger;
@@ -80,7 +80,9 @@ pub trait Backend {
     /// One generation's sampling state.
     type Sampler;
 
-    /// The sampler for a generation with `sampling`, held to `constraint`.
+    /// The sampler for a generation with `sampling`, held to `constraint`,
+    /// that scores each pick with `logprobs` alternatives when asked (see
+    /// [`Backend::logprobs`]).
     ///
     /// # Errors
     /// [`BackendError::Constraint`] when the constraint cannot be built.
@@ -88,6 +90,7 @@ pub trait Backend {
         &mut self,
         sampling: &Sampling,
         constraint: Option<&Constraint>,
+        logprobs: Option<u8>,
     ) -> Result<Self::Sampler, BackendError>;
 
     /// Computes `batch` (in slot order), extending each token's sequence.
@@ -118,6 +121,12 @@ pub trait Backend {
         batch_index: usize,
         sequence: &[u32],
     ) -> Result<u32, BackendError>;
+
+    /// The log-probabilities of `token`, which `sampler` just picked, if its
+    /// generation asked for them.
+    fn logprobs(&mut self, _sampler: &mut Self::Sampler, _token: u32) -> Option<TokenLogprob> {
+        None
+    }
 
     /// Whether `token` ends a generation.
     fn is_end_of_generation(&self, token: u32) -> bool;
@@ -193,8 +202,9 @@ pub struct Scheduler<B: Backend> {
     planned: StepPlan,
     /// (slot, batch index) pairs whose logits are sampled after the decode.
     to_sample: Vec<(usize, usize)>,
-    /// (slot, token) picked from those logits, delivered together.
-    picked: Vec<(usize, u32)>,
+    /// (slot, token, its scores if asked) picked from those logits,
+    /// delivered together.
+    picked: Vec<(usize, u32, Option<TokenLogprob>)>,
     /// Where every change to the KV sequences, and the load, is reported.
     ledger: Arc<Ledger>,
 }

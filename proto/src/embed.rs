@@ -152,6 +152,7 @@ mod tests {
                 max_tokens: 3,
                 slot: None,
                 constraint: None,
+                logprobs: None,
             }),
         ];
         for msg in msgs {

@@ -191,6 +191,45 @@ pub struct GenerateRequest {
     /// the generation with [`FailureKind::InvalidConstraint`].
     #[serde(default)]
     pub constraint: Option<Constraint>,
+    /// Report each generated token's log-probability, with this many of
+    /// the most likely alternatives (at most [`MAX_TOP_LOGPROBS`]), as a
+    /// [`GenerateEvent::Logprobs`] before its `Tokens`; `None` reports none.
+    #[serde(default)]
+    pub logprobs: Option<u8>,
+}
+
+/// The most alternatives a [`GenerateRequest::logprobs`] may ask for.
+pub const MAX_TOP_LOGPROBS: u8 = 20;
+
+/// The log-probability of one generated token, after the sampler's logit
+/// biases and penalties and before top-k, top-p, min-p and temperature:
+/// a log-softmax over the candidates the sampler saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    /// The token picked.
+    pub token: TokenId,
+    /// Its text (its bytes, invalid UTF-8 replaced).
+    pub text: String,
+    /// Its bytes as the model's vocabulary spells them.
+    pub bytes: Vec<u8>,
+    /// Its natural log-probability (at most 0).
+    pub logprob: f32,
+    /// The most likely tokens at this position, most likely first; as many
+    /// as the request asked for, fewer only if fewer had any probability.
+    pub top: Vec<TopLogprob>,
+}
+
+/// One of the most likely tokens at a position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob {
+    /// The token.
+    pub token: TokenId,
+    /// Its text (its bytes, invalid UTF-8 replaced).
+    pub text: String,
+    /// Its bytes as the model's vocabulary spells them.
+    pub bytes: Vec<u8>,
+    /// Its natural log-probability (at most 0).
+    pub logprob: f32,
 }
 
 /// A grammar the generated text must follow, enforced token by token while
@@ -233,10 +272,14 @@ pub struct Outcome {
 }
 
 /// What a node sends back on a generation stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum GenerateEvent {
     /// Newly generated tokens, in order. End-of-generation tokens are not sent.
     Tokens(Vec<TokenId>),
+    /// The log-probabilities of the tokens of the `Tokens` event that comes
+    /// next, in the same order; sent only when the request asked for
+    /// [`GenerateRequest::logprobs`].
+    Logprobs(Vec<TokenLogprob>),
     /// The generation ended; no frame follows.
     Finished(Outcome),
     /// The generation could not run; no frame follows.

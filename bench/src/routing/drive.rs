@@ -160,7 +160,7 @@ async fn run_direct(engine: &dyn Engine, prompt: Vec<u32>, max_tokens: u32) -> R
     let mut generation = engine.submit(request)?;
     while let Some(event) = generation.events.recv().await {
         match event {
-            GenerateEvent::Tokens(_) => {}
+            GenerateEvent::Tokens(_) | GenerateEvent::Logprobs(_) => {}
             GenerateEvent::Finished(_) => return Ok(()),
             GenerateEvent::Failed { message, .. } => bail!("the generation failed: {message}"),
         }

@@ -225,6 +225,7 @@ impl Fleet {
                     }
                     tokens.extend(ids);
                 }
+                GenerateEvent::Logprobs(_) => {}
                 GenerateEvent::Finished(outcome) => {
                     finish(true);
                     return Ok(Done {

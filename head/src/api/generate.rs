@@ -12,7 +12,7 @@ use failover::{Cause, Relay, Stuck, Watchdog};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
-use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest, TokenId};
+use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest, TokenId, TokenLogprob};
 use timing::Timing;
 use tracing::Span;
 
@@ -93,6 +93,10 @@ pub struct Generation {
     note: Option<RequestNote>,
     /// Its text, kept for a caller that records it.
     transcript: Option<Transcript>,
+    /// The log-probabilities of the tokens given so far and not yet taken,
+    /// kept only when the request asked for them (`scored`).
+    logprobs: Vec<TokenLogprob>,
+    scored: bool,
 }
 
 /// Told a generation's final token counts.
@@ -134,6 +138,7 @@ impl Generation {
             max_tokens,
             slot: None,
             constraint: params.constraint.clone(),
+            logprobs: params.logprobs,
         };
         let started = Instant::now();
         let remote = state.fleet.generate(&mut request).await?;
@@ -148,6 +153,7 @@ impl Generation {
         generation.timing = timing;
         generation.relay = Some(relay);
         generation.param = param;
+        generation.scored = params.logprobs.is_some();
         generation.note = recent::current();
         if let Some(note) = &generation.note {
             note.dispatched(generation.codec.id(), &generation.node);
@@ -189,6 +195,8 @@ impl Generation {
             node,
             note: None,
             transcript: None,
+            logprobs: Vec::new(),
+            scored: false,
         }
     }
 
@@ -207,6 +215,13 @@ impl Generation {
     /// Token counts so far (final once [`Step::Done`] was returned).
     pub fn usage(&self) -> Usage {
         self.usage
+    }
+
+    /// The log-probabilities of the tokens read since the last call: those
+    /// of the text the last [`Step::Text`] gave, and of any tokens whose
+    /// text a stop string holds back. Empty unless the request asked.
+    pub fn take_logprobs(&mut self) -> Vec<TokenLogprob> {
+        std::mem::take(&mut self.logprobs)
     }
 
     /// The stop string that ended the generation, if one did.
@@ -304,6 +319,11 @@ impl Generation {
                         return Ok(Step::Text(out.text));
                     }
                 }
+                // A node that sends them unasked is not listened to.
+                Some(GenerateEvent::Logprobs(entries)) if self.scored => {
+                    self.logprobs.extend(entries);
+                }
+                Some(GenerateEvent::Logprobs(_)) => {}
                 Some(GenerateEvent::Finished(outcome)) => {
                     if self.moves() == 0 {
                         self.usage.prompt_tokens = outcome.prompt_tokens;

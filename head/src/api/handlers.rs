@@ -9,7 +9,7 @@ use super::generate::Generation;
 use super::request_log;
 use super::request_metrics::RequestModel;
 use super::respond::{self, Envelope, Flavor};
-use super::types::CompletionRequest;
+use super::types::{CompletionRequest, Params};
 use super::wire::models::{ModelCard, ModelList};
 use super::wire::Object;
 use super::{ApiError, AppState};
@@ -48,25 +48,31 @@ pub async fn chat(
         req.check_fields(Endpoint::Chat)?;
         log_user(&req);
         let messages = req.chat_messages()?;
-        let mut params = req.params()?;
+        let mut params = req.openai_params(Endpoint::Chat)?;
         super::bias::check_vocab(&params.sampling.logit_bias, codec.vocab_size())?;
         let (messages, tools) = super::tools::prepare(&req, messages, &mut params)?;
+        let tools = tools.filter(super::tools::ToolSet::offered);
+        if tools.is_some() {
+            refuse_with_tools(&params)?;
+        }
         let recording = super::sessions::record::begin(&state, &headers, &req).await?;
         let text = codec.render_chat(&messages)?;
         let prompt = tokenize(&codec, text).await?;
-        let mut generation = admission
-            .start(codec.clone(), prompt, &params, "messages", inner)
-            .await?;
-        let committed = match recording {
-            Some(recording) => Some(recording.attach(&mut generation).await?),
-            None => None,
+        let mut generations =
+            start_choices(&admission, &codec, prompt, &params, "messages", inner).await?;
+        let committed = match (recording, generations.first_mut()) {
+            (Some(recording), Some(first)) => Some(recording.attach(first).await?),
+            _ => None,
         };
-        let envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
-        let response = match tools.filter(super::tools::ToolSet::offered) {
-            Some(tools) => {
+        let mut envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
+        envelope.logprobs = params.logprobs.is_some();
+        let response = match tools {
+            // `refuse_with_tools` made it one choice.
+            Some(tools) if generations.len() == 1 => {
+                let generation = generations.remove(0);
                 super::tools::respond::answer(generation, envelope, &params, tools).await
             }
-            None => run(generation, envelope, params.stream, params.include_usage).await,
+            _ => run(generations, envelope, params.stream, params.include_usage).await,
         };
         // A whole answer is sent once it is recorded, so that the session
         // shows it to the client's next read.
@@ -100,17 +106,17 @@ pub async fn completions(
         req.check_fields(Endpoint::Completions)?;
         log_user(&req);
         super::tools::spec::refuse_on_completions(&req)?;
-        let params = req.params()?;
+        let params = req.openai_params(Endpoint::Completions)?;
         super::bias::check_vocab(&params.sampling.logit_bias, codec.vocab_size())?;
         let prompt = tokenize(&codec, text.to_owned()).await?;
-        let generation = admission
-            .start(codec.clone(), prompt, &params, "prompt", inner)
-            .await?;
+        let generations =
+            start_choices(&admission, &codec, prompt, &params, "prompt", inner).await?;
         let mut envelope = Envelope::new(Flavor::Text, codec.id(), &id);
+        envelope.logprobs = params.logprobs.is_some();
         if req.echo == Some(true) {
             envelope.echo = Some(text.to_owned());
         }
-        run(generation, envelope, params.stream, params.include_usage).await
+        run(generations, envelope, params.stream, params.include_usage).await
     };
     request_log::logged(span, work).await
 }
@@ -229,16 +235,57 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 }
 
 async fn run(
-    generation: Generation,
+    generations: Vec<Generation>,
     envelope: Envelope,
     stream: bool,
     include_usage: bool,
 ) -> Result<Response, ApiError> {
     if stream {
-        respond::stream(generation, envelope, include_usage).await
+        respond::stream_all(generations, envelope, include_usage).await
     } else {
-        respond::complete(generation, envelope).await
+        respond::complete_all(generations, envelope).await
     }
+}
+
+/// Starts the request's `n` choices of one prompt. Choice `i` is seeded
+/// with the request's seed plus `i`, so a seeded request gives the same
+/// choices again, and its choices differ from one another.
+async fn start_choices(
+    admission: &Admission<'_>,
+    codec: &Arc<ModelCodec>,
+    prompt: Vec<TokenId>,
+    params: &Params,
+    param: &'static str,
+    span: Span,
+) -> Result<Vec<Generation>, ApiError> {
+    let mut generations = Vec::with_capacity(params.n as usize);
+    for i in 0..params.n.max(1) {
+        let mut choice = params.clone();
+        choice.sampling.seed = params.sampling.seed.wrapping_add(i);
+        let generation = admission
+            .start(codec.clone(), prompt.clone(), &choice, param, span.clone())
+            .await?;
+        generations.push(generation);
+    }
+    Ok(generations)
+}
+
+/// `n` and `logprobs` with tools offered: an answer with tool calls is
+/// parsed from one choice's whole text, which neither fits.
+fn refuse_with_tools(params: &Params) -> Result<(), ApiError> {
+    if params.n > 1 {
+        return Err(ApiError::param(
+            "n",
+            "`n` above 1 is not supported together with `tools`; send one request per choice, or the request without `tools`",
+        ));
+    }
+    if params.logprobs.is_some() {
+        return Err(ApiError::param(
+            "logprobs",
+            "`logprobs` is not supported together with `tools`; send the request without one of them",
+        ));
+    }
+    Ok(())
 }
 
 /// Prompts longer than this many bytes are tokenized on a blocking thread.

@@ -1,5 +1,6 @@
-//! Answers a running [`Generation`] as one JSON object or as server-sent
-//! events, in the shape of either chat or text completions.
+//! Answers running [`Generation`]s (the `n` choices of one request) as one
+//! JSON object or as server-sent events ([`stream`]), in the shape of
+//! either chat or text completions.
 
 use super::generate::{Generation, Usage};
 use super::output::{FinishReason, Step};
@@ -7,17 +8,20 @@ use super::wire::chat::{
     AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, Delta, Role,
 };
 use super::wire::completion::{TextChoice, TextChunkChoice, TextCompletion, TextCompletionChunk};
-use super::wire::{self, NoLogprobs, Object};
+use super::wire::logprobs::{ChatLogprobs, TextLogprobs};
+use super::wire::{self, Object};
 use super::ApiError;
 use axum::http::HeaderValue;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::stream::{self, Stream};
 use serde::Serialize;
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
+use superfluid_proto::TokenLogprob;
+
+mod stream;
+
+pub use stream::{stream, stream_all};
 
 /// The response header naming the node that served the request.
 pub const NODE_HEADER: &str = "x-superfluid-node";
@@ -45,6 +49,16 @@ pub struct Envelope {
     /// The prompt, when the client asked for it before the completion
     /// (`echo` on `/v1/completions`).
     pub echo: Option<String>,
+    /// Whether the client asked for log probabilities: every whole choice
+    /// then carries them, and every chunk that has tokens.
+    pub logprobs: bool,
+}
+
+/// One choice of a whole answer, as generated.
+struct Answered {
+    text: String,
+    finish: FinishReason,
+    logprobs: Vec<TokenLogprob>,
 }
 
 impl Envelope {
@@ -60,31 +74,32 @@ impl Envelope {
             model: model.to_owned(),
             flavor,
             echo: None,
+            logprobs: false,
         }
     }
 
-    /// The whole, non-streamed answer.
-    fn complete(&self, mut text: String, finish: FinishReason, usage: Usage) -> Response {
+    /// The whole, non-streamed answer with its choices, by index.
+    fn complete(&self, answers: Vec<Answered>, usage: Usage) -> Response {
         let usage = usage.into();
-        if let Some(echo) = &self.echo {
-            text.insert_str(0, echo);
-        }
         match self.flavor {
             Flavor::Chat => Json(ChatCompletion {
                 id: self.id.clone(),
                 object: Object::ChatCompletion,
                 created: self.created,
                 model: self.model.clone(),
-                choices: vec![ChatChoice {
-                    index: 0,
-                    message: AssistantMessage {
-                        role: Role::Assistant,
-                        content: Some(text),
-                        tool_calls: None,
-                    },
-                    logprobs: NoLogprobs,
-                    finish_reason: finish,
-                }],
+                choices: (0..)
+                    .zip(answers)
+                    .map(|(index, a)| ChatChoice {
+                        index,
+                        message: AssistantMessage {
+                            role: Role::Assistant,
+                            content: Some(a.text),
+                            tool_calls: None,
+                        },
+                        logprobs: self.logprobs.then(|| ChatLogprobs::new(&a.logprobs)),
+                        finish_reason: a.finish,
+                    })
+                    .collect(),
                 usage,
             })
             .into_response(),
@@ -93,48 +108,64 @@ impl Envelope {
                 object: Object::TextCompletion,
                 created: self.created,
                 model: self.model.clone(),
-                choices: vec![TextChoice {
-                    index: 0,
-                    text,
-                    logprobs: NoLogprobs,
-                    finish_reason: finish,
-                }],
+                choices: (0..)
+                    .zip(answers)
+                    .map(|(index, a)| {
+                        let logprobs = self
+                            .logprobs
+                            .then(|| TextLogprobs::new(&a.logprobs, &mut 0));
+                        let mut text = a.text;
+                        if let Some(echo) = &self.echo {
+                            text.insert_str(0, echo);
+                        }
+                        TextChoice {
+                            index,
+                            text,
+                            logprobs,
+                            finish_reason: a.finish,
+                        }
+                    })
+                    .collect(),
                 usage,
             })
             .into_response(),
         }
     }
 
-    /// A streamed chunk with text (and the assistant role on the first
-    /// chat chunk) or with a finish reason.
-    fn chunk(&self, text: Option<String>, role: bool, finish: Option<FinishReason>) -> Event {
+    /// A streamed chunk of choice `index` with text (and the assistant
+    /// role on the first chat chunk) or with a finish reason, and the
+    /// log-probabilities of the tokens it covers. `offset` is where the
+    /// tokens' text starts in the choice's text (legacy log
+    /// probabilities count it); it moves past them.
+    fn chunk(&self, index: u32, piece: Piece, offset: &mut usize) -> Event {
+        let scored = self.logprobs && !piece.logprobs.is_empty();
         match self.flavor {
             Flavor::Chat => data(&self.chat_chunk(
                 vec![ChatChunkChoice {
-                    index: 0,
+                    index,
                     delta: Delta {
-                        role: role.then_some(Role::Assistant),
-                        content: text,
+                        role: piece.role.then_some(Role::Assistant),
+                        content: piece.text,
                         tool_calls: None,
                     },
-                    logprobs: NoLogprobs,
-                    finish_reason: finish,
+                    logprobs: scored.then(|| ChatLogprobs::new(&piece.logprobs)),
+                    finish_reason: piece.finish,
                 }],
                 None,
             )),
             Flavor::Text => data(&self.text_chunk(
                 vec![TextChunkChoice {
-                    index: 0,
-                    text: text.unwrap_or_default(),
-                    logprobs: NoLogprobs,
-                    finish_reason: finish,
+                    index,
+                    text: piece.text.unwrap_or_default(),
+                    logprobs: scored.then(|| TextLogprobs::new(&piece.logprobs, offset)),
+                    finish_reason: piece.finish,
                 }],
                 None,
             )),
         }
     }
 
-    /// The chunk after the finish reason that carries only the usage.
+    /// The chunk after the finish reasons that carries only the usage.
     fn usage_chunk(&self, usage: Usage) -> Event {
         let usage = Some(usage.into());
         match self.flavor {
@@ -174,6 +205,27 @@ impl Envelope {
     }
 }
 
+/// What one chunk of one choice carries.
+#[derive(Default)]
+struct Piece {
+    /// The assistant role (the first chat chunk).
+    role: bool,
+    text: Option<String>,
+    finish: Option<FinishReason>,
+    logprobs: Vec<TokenLogprob>,
+}
+
+/// The usage of `n` choices of one prompt: the prompt counted once (its
+/// cached part as the first choice found it), the completions summed.
+pub fn summed(usages: impl IntoIterator<Item = Usage>) -> Usage {
+    let mut usages = usages.into_iter();
+    let first = usages.next().unwrap_or_default();
+    usages.fold(first, |sum, u| Usage {
+        completion_tokens: sum.completion_tokens.saturating_add(u.completion_tokens),
+        ..sum
+    })
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -190,93 +242,41 @@ pub(super) fn with_node(node: &str, response: impl IntoResponse) -> Response {
 }
 
 /// Runs the generation to its end and answers with one JSON object.
-pub async fn complete(
-    mut generation: Generation,
+pub async fn complete(generation: Generation, envelope: Envelope) -> Result<Response, ApiError> {
+    complete_all(vec![generation], envelope).await
+}
+
+/// Runs the `n` generations of one request side by side to their ends
+/// and answers with one JSON object holding a choice for each.
+pub async fn complete_all(
+    mut generations: Vec<Generation>,
     envelope: Envelope,
 ) -> Result<Response, ApiError> {
+    let answers = futures::future::try_join_all(generations.iter_mut().map(run_to_end)).await?;
+    let usage = summed(generations.iter().map(Generation::usage));
+    let body = envelope.complete(answers, usage);
+    let node = generations.first().map_or("", |g| g.node.as_str());
+    Ok(with_node(node, body))
+}
+
+/// One choice's whole text, finish and log-probabilities.
+async fn run_to_end(generation: &mut Generation) -> Result<Answered, ApiError> {
     let mut text = String::new();
+    let mut logprobs = Vec::new();
     // The JSON renderer: every kind of output is rendered or refused here.
     let finish = loop {
-        match generation.next().await? {
+        let step = generation.next().await?;
+        logprobs.extend(generation.take_logprobs());
+        match step {
             Step::Text(piece) => text.push_str(&piece),
             Step::Done(finish) => break finish,
         }
     };
-    let body = envelope.complete(text, finish, generation.usage());
-    Ok(with_node(&generation.node, body))
-}
-
-/// Answers with server-sent events as the node generates. If the client
-/// goes away the stream, and with it the generation, is dropped.
-///
-/// The response starts with the generation's first text (or its end), so
-/// that its `x-superfluid-node` header names the node that answers even if
-/// the first one was lost before its first token, and a generation that
-/// fails before any text gets an error status instead of a stream.
-pub async fn stream(
-    mut generation: Generation,
-    envelope: Envelope,
-    include_usage: bool,
-) -> Result<Response, ApiError> {
-    let first = generation.next().await?;
-    let node = generation.node.clone();
-    let mut state = StreamState {
-        generation,
-        envelope,
-        include_usage,
-        pending: VecDeque::new(),
-        done: false,
-    };
-    if state.envelope.flavor == Flavor::Chat {
-        let role = state.envelope.chunk(Some(String::new()), true, None);
-        state.pending.push_back(role);
-    }
-    if let Some(echo) = state.envelope.echo.take() {
-        let prompt = state.envelope.chunk(Some(echo), false, None);
-        state.pending.push_back(prompt);
-    }
-    state.push(Ok(first));
-    let sse =
-        Sse::new(events(state)).keep_alive(KeepAlive::new().interval(Duration::from_secs(10)));
-    Ok(with_node(&node, sse))
-}
-
-struct StreamState {
-    generation: Generation,
-    envelope: Envelope,
-    include_usage: bool,
-    pending: VecDeque<Event>,
-    done: bool,
-}
-
-impl StreamState {
-    /// Queues the events for one step of the generation: the SSE renderer,
-    /// where every kind of output is rendered or refused.
-    fn push(&mut self, step: Result<Step, ApiError>) {
-        match step {
-            Ok(Step::Text(text)) => {
-                let chunk = self.envelope.chunk(Some(text), false, None);
-                self.pending.push_back(chunk);
-            }
-            Ok(Step::Done(finish)) => {
-                let last = self.envelope.chunk(None, false, Some(finish));
-                self.pending.push_back(last);
-                if self.include_usage {
-                    let usage = self.envelope.usage_chunk(self.generation.usage());
-                    self.pending.push_back(usage);
-                }
-                self.pending.push_back(Event::default().data("[DONE]"));
-                self.done = true;
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "generation failed mid-stream");
-                self.pending
-                    .push_back(Event::default().data(err.body().to_string()));
-                self.pending.push_back(Event::default().data("[DONE]"));
-                self.done = true;
-            }
-        }
-    }
+    Ok(Answered {
+        text,
+        finish,
+        logprobs,
+    })
 }
 
 /// `value` as one `data:` event.
@@ -294,19 +294,4 @@ pub(super) fn data(value: &impl Serialize) -> Event {
             Event::default().data(err.body().to_string())
         }
     }
-}
-
-fn events(state: StreamState) -> impl Stream<Item = Result<Event, Infallible>> + Send {
-    stream::unfold(state, |mut st| async move {
-        loop {
-            if let Some(event) = st.pending.pop_front() {
-                return Some((Ok(event), st));
-            }
-            if st.done {
-                return None;
-            }
-            let step = st.generation.next().await;
-            st.push(step);
-        }
-    })
 }

@@ -47,15 +47,16 @@ pub struct CompletionRequest {
     pub repetition_penalty: Option<f64>,
     /// A stop string or an array of them.
     pub stop: Option<Value>,
-    /// Choices to generate; only 1 is supported.
+    /// Choices to generate from the one prompt (see [`super::choices`]).
     pub n: Option<i64>,
     /// Functions the model may call (see [`super::tools`]).
     pub tools: Option<Value>,
     /// Whether to call one of `tools`; `"none"` turns them off.
     pub tool_choice: Option<Value>,
-    /// Log probabilities of the chosen tokens (not supported).
+    /// Log probabilities of the chosen tokens: a boolean on chat, the
+    /// number of alternatives on completions (see [`super::choices`]).
     pub logprobs: Option<Value>,
-    /// Log probabilities of the most likely tokens (not supported).
+    /// How many of the most likely alternatives to report (chat).
     pub top_logprobs: Option<Value>,
     /// Biases on token ids (see [`super::bias`]).
     pub logit_bias: Option<Value>,
@@ -114,6 +115,10 @@ pub struct Params {
     pub include_usage: bool,
     /// What the generated text must match, compiled once already.
     pub constraint: Option<Constraint>,
+    /// Choices to generate from the prompt, each with its own seed.
+    pub n: u32,
+    /// Each token's log-probability with this many alternatives, if asked.
+    pub logprobs: Option<u8>,
 }
 
 impl CompletionRequest {
@@ -128,7 +133,8 @@ impl CompletionRequest {
         }
     }
 
-    /// Checks every generation parameter; the error names the first bad one.
+    /// Checks every generation parameter of an endpoint that answers one
+    /// choice without log probabilities; the error names the first bad one.
     pub fn params(&self) -> Result<Params, ApiError> {
         self.features().check()?;
         if let Some(n) = self.n {
@@ -136,11 +142,27 @@ impl CompletionRequest {
                 return Err(ApiError::param(
                     "n",
                     format!(
-                        "`n` must be 1 (got {n}); this server generates one choice per request"
+                        "`n` must be 1 here (got {n}); /v1/chat/completions and /v1/completions generate several choices"
                     ),
                 ));
             }
         }
+        self.sampling_params()
+    }
+
+    /// [`CompletionRequest::params`] for `/v1/chat/completions` and
+    /// `/v1/completions`, which also take `n` and log probabilities.
+    pub fn openai_params(&self, endpoint: super::fields::Endpoint) -> Result<Params, ApiError> {
+        let choices = self.choices(endpoint)?;
+        Ok(Params {
+            n: choices.n,
+            logprobs: choices.logprobs,
+            ..self.sampling_params()?
+        })
+    }
+
+    /// The generation parameters every endpoint shares.
+    fn sampling_params(&self) -> Result<Params, ApiError> {
         let defaults = Sampling::default();
         let sampling = Sampling {
             temperature: range(
@@ -186,6 +208,8 @@ impl CompletionRequest {
                 .and_then(|o| o.include_usage)
                 .unwrap_or(false),
             constraint: super::structured::constraint(self.response_format.as_ref())?,
+            n: 1,
+            logprobs: None,
         })
     }
 

@@ -1,11 +1,12 @@
-//! Request fields a client may send that superfluid cannot honour yet.
+//! Request fields a client may send that an endpoint cannot honour.
 //!
 //! Ignoring them would hand back an answer that looks right and is not what
 //! was asked for (prose where JSON was required, no function call where one
 //! was offered), so each is a 400 that names the field and says what to send
 //! instead. Their "off" values (`false`, `0`, an empty list) are accepted,
 //! since many clients always send them. `response_format` is read by
-//! [`super::structured`], `tools` by [`super::tools`].
+//! [`super::structured`], `tools` by [`super::tools`]; `/v1/chat/completions`
+//! and `/v1/completions` read `logprobs` themselves ([`super::choices`]).
 
 use super::ApiError;
 use serde_json::Value;
@@ -31,7 +32,7 @@ impl Features<'_> {
             if asks(value) {
                 return Err(ApiError::param(
                     field,
-                    format!("`{field}` is not supported yet; send the request without it"),
+                    format!("`{field}` is not supported on this endpoint (/v1/chat/completions and /v1/completions take it); send the request without it"),
                 ));
             }
         }
@@ -83,7 +84,7 @@ mod tests {
                 refused(body.clone()).unwrap_or_else(|| panic!("{body} accepted"));
             assert_eq!(param, field, "{body}");
             assert!(
-                message.contains(field) && message.contains("not supported"),
+                message.contains(field) && message.contains("not supported on this endpoint"),
                 "{message}"
             );
         }

@@ -7,6 +7,7 @@
 //!
 //! - [`chat`]: `/v1/chat/completions` answers and chunks.
 //! - [`completion`]: `/v1/completions` answers and chunks.
+//! - [`logprobs`]: the log probabilities of a choice, in either shape.
 //! - [`error`]: the error object, of an error answer or a stream's error
 //!   event.
 //! - [`models`]: the `/v1/models` list.
@@ -14,6 +15,7 @@
 pub mod chat;
 pub mod completion;
 pub mod error;
+pub mod logprobs;
 pub mod models;
 
 #[cfg(test)]
@@ -73,8 +75,3 @@ impl From<super::generate::Usage> for Usage {
         }
     }
 }
-
-/// `logprobs` of a choice: always `null`, since log probabilities are
-/// refused at the request (see [`unsupported`](super::unsupported)).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NoLogprobs;

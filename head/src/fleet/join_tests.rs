@@ -160,6 +160,7 @@ fn request() -> GenerateRequest {
         max_tokens: 8,
         slot: None,
         constraint: None,
+        logprobs: None,
     }
 }
 

@@ -141,6 +141,7 @@ impl RemoteGeneration {
                         );
                         self.end(true);
                     }
+                    GenerateEvent::Logprobs(_) => {}
                     GenerateEvent::Failed { .. } => self.end(false),
                 }
                 Ok(Some(event))

@@ -150,6 +150,7 @@ fn request(model: &str) -> GenerateRequest {
         max_tokens: 8,
         slot: None,
         constraint: None,
+        logprobs: None,
     }
 }
 

@@ -76,7 +76,7 @@ pub(super) async fn serve_stream(
             kind: FailureKind::Stopped,
             message: "the engine stopped mid-generation".into(),
         });
-        let last = !matches!(event, GenerateEvent::Tokens(_));
+        let last = !matches!(event, GenerateEvent::Tokens(_) | GenerateEvent::Logprobs(_));
         // The engine hands out one step's tokens together: let the other
         // streams take theirs first, so that they all leave in one packet.
         tokio::task::yield_now().await;

@@ -140,6 +140,7 @@ fn request(model: &str, max_tokens: u32) -> GenerateRequest {
         max_tokens,
         slot: None,
         constraint: None,
+        logprobs: None,
     }
 }
 

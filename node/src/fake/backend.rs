@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use superfluid_link::sync::lock;
 
-use superfluid_proto::{Constraint, Sampling};
+use superfluid_proto::{Constraint, Sampling, TokenLogprob, TopLogprob, MAX_TOP_LOGPROBS};
 
 use crate::schedule::{Backend, BackendError, Fed};
 
@@ -20,14 +20,16 @@ pub struct FakeBackend {
 }
 
 impl Backend for FakeBackend {
-    /// Only the seed, and whether it is used, matter to [`next_token`].
-    type Sampler = Sampling;
+    /// Only the seed, and whether it is used, matter to [`next_token`];
+    /// and how many alternatives to score, if asked.
+    type Sampler = (Sampling, Option<u8>);
 
     fn sampler(
         &mut self,
         sampling: &Sampling,
         constraint: Option<&Constraint>,
-    ) -> Result<Sampling, BackendError> {
+        logprobs: Option<u8>,
+    ) -> Result<Self::Sampler, BackendError> {
         // The fake's tokens are not text, so no grammar can hold over them:
         // refusing says so, where ignoring it would pretend to enforce it.
         if constraint.is_some() {
@@ -37,7 +39,7 @@ impl Backend for FakeBackend {
                         .into(),
             });
         }
-        Ok(sampling.clone())
+        Ok((sampling.clone(), logprobs))
     }
 
     fn decode(&mut self, _batch: &[Fed]) -> Result<(), BackendError> {
@@ -56,11 +58,32 @@ impl Backend for FakeBackend {
 
     fn sample(
         &mut self,
-        sampling: &mut Sampling,
+        sampler: &mut Self::Sampler,
         _batch_index: usize,
         sequence: &[u32],
     ) -> Result<u32, BackendError> {
-        Ok(next_token(sequence, sampling))
+        Ok(next_token(sequence, &sampler.0))
+    }
+
+    /// The fake picks its token with certainty: log-probability 0, and
+    /// the alternatives after it (the next ids) impossible. Its tokens are
+    /// not text, so they have none.
+    fn logprobs(&mut self, sampler: &mut Self::Sampler, token: u32) -> Option<TokenLogprob> {
+        let top = sampler.1?.min(MAX_TOP_LOGPROBS);
+        Some(TokenLogprob {
+            token,
+            text: String::new(),
+            bytes: Vec::new(),
+            logprob: 0.0,
+            top: (0..u32::from(top))
+                .map(|i| TopLogprob {
+                    token: (token + i) % VOCAB,
+                    text: String::new(),
+                    bytes: Vec::new(),
+                    logprob: if i == 0 { 0.0 } else { crate::scoring::FLOOR },
+                })
+                .collect(),
+        })
     }
 
     fn is_end_of_generation(&self, _token: u32) -> bool {

@@ -38,6 +38,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32) -> GenerateRequest {
         max_tokens,
         slot: None,
         constraint: None,
+        logprobs: None,
     }
 }
 
@@ -46,6 +47,7 @@ async fn collect(mut generation: Generation) -> (Vec<u32>, Outcome) {
     while let Some(event) = generation.events.recv().await {
         match event {
             GenerateEvent::Tokens(t) => tokens.extend(t),
+            GenerateEvent::Logprobs(_) => {}
             GenerateEvent::Finished(outcome) => return (tokens, outcome),
             GenerateEvent::Failed { message, .. } => panic!("failed: {message}"),
         }
@@ -390,4 +392,45 @@ async fn a_constrained_request_is_refused_by_the_fake_and_the_next_one_runs() {
         other => panic!("expected a refusal, got {other:?}"),
     }
     assert_eq!(run(&engine, request(vec![1, 2], 4)).await.0.len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn asked_logprobs_come_before_each_token_and_unasked_never() {
+    let engine = engine(1, 512, FAST);
+    let scored = GenerateRequest {
+        logprobs: Some(3),
+        ..request(vec![1, 2], 4)
+    };
+    let mut generation = engine.submit(scored).expect("submit");
+    let mut pending = None;
+    let mut tokens = 0;
+    while let Some(event) = generation.events.recv().await {
+        match event {
+            GenerateEvent::Logprobs(entries) => {
+                assert!(pending.is_none(), "two Logprobs events for one token");
+                pending = Some(entries);
+            }
+            GenerateEvent::Tokens(ids) => {
+                let entries = pending.take().expect("Logprobs before every Tokens");
+                assert_eq!(entries.len(), ids.len());
+                for (entry, id) in entries.iter().zip(&ids) {
+                    assert_eq!(entry.token, *id);
+                    assert_eq!(entry.top.len(), 3);
+                    assert_eq!(entry.top[0].token, *id);
+                    assert!(entry.logprob <= 0.0);
+                }
+                tokens += ids.len();
+            }
+            GenerateEvent::Finished(_) => break,
+            GenerateEvent::Failed { message, .. } => panic!("failed: {message}"),
+        }
+    }
+    assert_eq!(tokens, 4);
+    let mut plain = engine.submit(request(vec![1, 2], 4)).expect("submit");
+    while let Some(event) = plain.events.recv().await {
+        assert!(
+            !matches!(event, GenerateEvent::Logprobs(_)),
+            "unasked logprobs"
+        );
+    }
 }

@@ -6,7 +6,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::vocab::LlamaVocab;
-use superfluid_proto::{Constraint, Sampling};
+use superfluid_proto::{Constraint, Sampling, TokenLogprob, TopLogprob, MAX_TOP_LOGPROBS};
 
 use super::grammar::Grammars;
 use super::sampler::Picker;
@@ -36,6 +36,16 @@ impl<'m> ContextBackend<'m> {
         }
     }
 
+    /// A token's text and bytes; control tokens have none.
+    fn piece(&self, token: u32) -> (String, Vec<u8>) {
+        let valid = i32::try_from(token)
+            .ok()
+            .filter(|&t| t < self.n_vocab)
+            .map(LlamaToken);
+        let bytes = valid.map_or_else(Vec::new, |t| self.vocab.token_to_piece(t, false, None));
+        (String::from_utf8_lossy(&bytes).into_owned(), bytes)
+    }
+
     fn clear_seq(&mut self, slot: usize) {
         let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
     }
@@ -48,16 +58,49 @@ impl Backend for ContextBackend<'_> {
         &mut self,
         sampling: &Sampling,
         constraint: Option<&Constraint>,
+        logprobs: Option<u8>,
     ) -> Result<Picker, BackendError> {
-        let Some(constraint) = constraint else {
-            return Ok(Picker::new(sampling, self.n_vocab));
+        let matcher = match constraint {
+            None => None,
+            Some(constraint) => {
+                let grammars = match &mut self.grammars {
+                    Some(grammars) => grammars,
+                    unbuilt => unbuilt.insert(Grammars::new(self.model)?),
+                };
+                Some(grammars.matcher(constraint)?)
+            }
         };
-        let grammars = match &mut self.grammars {
-            Some(grammars) => grammars,
-            unbuilt => unbuilt.insert(Grammars::new(self.model)?),
-        };
-        let matcher = grammars.matcher(constraint)?;
-        Ok(Picker::constrained(sampling, self.n_vocab, matcher))
+        Ok(match (logprobs, matcher) {
+            (Some(top), matcher) => {
+                Picker::scored(sampling, self.n_vocab, matcher, top.min(MAX_TOP_LOGPROBS))
+            }
+            (None, Some(matcher)) => Picker::constrained(sampling, self.n_vocab, matcher),
+            (None, None) => Picker::new(sampling, self.n_vocab),
+        })
+    }
+
+    fn logprobs(&mut self, picker: &mut Picker, token: u32) -> Option<TokenLogprob> {
+        let scores = picker.take_scores(token)?;
+        let (text, bytes) = self.piece(token);
+        Some(TokenLogprob {
+            token,
+            text,
+            bytes,
+            logprob: scores.chosen,
+            top: scores
+                .top
+                .into_iter()
+                .map(|(token, logprob)| {
+                    let (text, bytes) = self.piece(token);
+                    TopLogprob {
+                        token,
+                        text,
+                        bytes,
+                        logprob,
+                    }
+                })
+                .collect(),
+        })
     }
 
     fn decode(&mut self, batch: &[Fed]) -> Result<(), BackendError> {

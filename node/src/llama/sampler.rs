@@ -10,6 +10,7 @@ use llguidance::Matcher;
 use superfluid_proto::Sampling;
 
 use crate::schedule::BackendError;
+use crate::scoring::{self, Scores};
 
 /// Picks each next token of one generation.
 pub enum Picker {
@@ -28,6 +29,28 @@ pub enum Picker {
         /// The request's sampling.
         chain: LlamaSampler,
     },
+    /// Any of the above that also scores each pick (the request asked for
+    /// log probabilities).
+    Scored(Box<Scored>),
+}
+
+/// A picker that scores what it picks: the chain is split where the scores
+/// are taken, after the logit biases and penalties and before top-k,
+/// top-p, min-p and temperature, so that they are the model's
+/// probabilities as the penalties left them, whatever the randomness.
+pub struct Scored {
+    /// The constraint, if any: scores are over the tokens it allows.
+    matcher: Option<Matcher>,
+    /// Logit biases and penalties; `None` when the request has neither.
+    pre: Option<LlamaSampler>,
+    /// The rest of the chain, ending in the pick.
+    post: LlamaSampler,
+    /// How many alternatives to report.
+    top: usize,
+    /// The candidates after `pre`, reused from step to step.
+    seen: Vec<(u32, f32)>,
+    /// The last pick's scores, until taken.
+    last: Option<(u32, Scores)>,
 }
 
 impl Picker {
@@ -52,6 +75,33 @@ impl Picker {
         Picker::Constrained {
             matcher: Box::new(matcher),
             chain: build(sampling, n_vocab),
+        }
+    }
+
+    /// [`Picker::new`] or [`Picker::constrained`]'s sampling that also
+    /// scores each pick with `top` alternatives (see [`Picker::take_scores`]).
+    pub fn scored(sampling: &Sampling, n_vocab: i32, matcher: Option<Matcher>, top: u8) -> Self {
+        let (pre, post) = stages(sampling, n_vocab);
+        Picker::Scored(Box::new(Scored {
+            matcher,
+            pre: (!pre.is_empty()).then(|| LlamaSampler::chain_simple(pre)),
+            post: LlamaSampler::chain_simple(post),
+            top: usize::from(top),
+            seen: Vec::new(),
+            last: None,
+        }))
+    }
+
+    /// The scores of the token last picked, if this picker scores and
+    /// `token` is that token.
+    pub fn take_scores(&mut self, token: u32) -> Option<Scores> {
+        match self {
+            Picker::Scored(scored) => scored
+                .last
+                .take()
+                .filter(|(picked, _)| *picked == token)
+                .map(|(_, scores)| scores),
+            _ => None,
         }
     }
 
@@ -81,7 +131,64 @@ impl Picker {
             Picker::Constrained { matcher, chain } => {
                 pick_allowed(matcher, chain, ctx, batch_index)?
             }
+            Picker::Scored(scored) => scored.pick(ctx, batch_index)?,
         })
+    }
+}
+
+impl Scored {
+    /// Picks as the unscored pickers do, keeping the pick's scores.
+    fn pick(
+        &mut self,
+        ctx: &LlamaContext<'_>,
+        batch_index: i32,
+    ) -> Result<LlamaToken, BackendError> {
+        let failed = |reason: String| BackendError::Constraint {
+            source: reason.into(),
+        };
+        let mut candidates = LlamaTokenDataArray::from_iter(ctx.candidates_ith(batch_index), false);
+        if let Some(matcher) = &mut self.matcher {
+            let mask = matcher
+                .compute_mask_or_eos()
+                .map_err(|e| BackendError::Constraint { source: e.into() })?;
+            candidates
+                .data
+                .retain(|c| u32::try_from(c.id().0).is_ok_and(|id| mask.is_allowed(id)));
+            if candidates.data.is_empty() {
+                return Err(failed(
+                    "the grammar allows no token of this model's vocabulary here".into(),
+                ));
+            }
+        }
+        if let Some(pre) = &mut self.pre {
+            candidates.apply_sampler(pre);
+        }
+        self.seen.clear();
+        self.seen.extend(
+            candidates
+                .data
+                .iter()
+                .filter_map(|c| Some((u32::try_from(c.id().0).ok()?, c.logit()))),
+        );
+        candidates.apply_sampler(&mut self.post);
+        let token = candidates
+            .selected_token()
+            .ok_or_else(|| failed("the sampler picked no token".into()))?;
+        if let Some(pre) = &mut self.pre {
+            pre.accept(token);
+        }
+        self.post.accept(token);
+        let id =
+            u32::try_from(token.0).map_err(|_| failed(format!("token {} is negative", token.0)))?;
+        if let Some(matcher) = &mut self.matcher {
+            if !matcher.is_stopped() {
+                matcher
+                    .consume_token(id)
+                    .map_err(|e| BackendError::Constraint { source: e.into() })?;
+            }
+        }
+        self.last = Some((id, scoring::score(&self.seen, id, self.top)));
+        Ok(token)
     }
 }
 
@@ -130,7 +237,16 @@ fn pick_allowed(
 /// Disabled stages are left out so the common cases stay cheap.
 /// Values that are not finite count as "disabled".
 pub fn build(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
-    let mut chain = Vec::with_capacity(7);
+    let (mut chain, post) = stages(sampling, n_vocab);
+    chain.extend(post);
+    LlamaSampler::chain_simple(chain)
+}
+
+/// [`build`]'s stages in two parts: the logit biases and penalties, which
+/// change the distribution, and the rest, which pick from it.
+fn stages(sampling: &Sampling, n_vocab: i32) -> (Vec<LlamaSampler>, Vec<LlamaSampler>) {
+    let mut pre = Vec::with_capacity(2);
+    let mut chain = Vec::with_capacity(5);
     let biases: Vec<LlamaLogitBias> = sampling
         .logit_bias
         .iter()
@@ -141,7 +257,7 @@ pub fn build(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
         })
         .collect();
     if !biases.is_empty() {
-        chain.push(LlamaSampler::logit_bias(n_vocab, &biases));
+        pre.push(LlamaSampler::logit_bias(n_vocab, &biases));
     }
     let finite_or = |v: f32, off: f32| if v.is_finite() { v } else { off };
     let repeat = finite_or(sampling.repetition_penalty, 1.0);
@@ -151,14 +267,14 @@ pub fn build(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
     let penalised = repeat != 1.0 || frequency != 0.0 || presence != 0.0;
     if penalised && sampling.penalty_last_n > 0 {
         let last_n = i32::try_from(sampling.penalty_last_n).unwrap_or(i32::MAX);
-        chain.push(LlamaSampler::penalties(
+        pre.push(LlamaSampler::penalties(
             n_vocab, last_n, repeat, frequency, presence,
         ));
     }
     let temperature = finite_or(sampling.temperature, 0.0);
     if temperature <= 0.0 {
         chain.push(LlamaSampler::greedy());
-        return LlamaSampler::chain_simple(chain);
+        return (pre, chain);
     }
     if sampling.top_k > 0 {
         let k = i32::try_from(sampling.top_k)
@@ -174,5 +290,5 @@ pub fn build(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
     }
     chain.push(LlamaSampler::temp(temperature));
     chain.push(LlamaSampler::dist(sampling.seed));
-    LlamaSampler::chain_simple(chain)
+    (pre, chain)
 }

@@ -13,6 +13,7 @@ use superfluid_proto::{
 use super::{LlamaConfig, LlamaEngine};
 
 mod ledger;
+mod scoring;
 mod structured;
 mod throughput;
 use crate::engine::{Engine, EngineError, Generation};
@@ -76,6 +77,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32, sampling: Sampling) -> GenerateReq
         max_tokens,
         slot: None,
         constraint: None,
+        logprobs: None,
     }
 }
 
@@ -96,6 +98,7 @@ fn collect(mut generation: Generation) -> (Vec<u32>, Outcome) {
     while let Some(event) = generation.events.blocking_recv() {
         match event {
             GenerateEvent::Tokens(t) => tokens.extend(t),
+            GenerateEvent::Logprobs(_) => {}
             GenerateEvent::Finished(outcome) => {
                 assert_eq!(outcome.generated_tokens as usize, tokens.len());
                 return (tokens, outcome);

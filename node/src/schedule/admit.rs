@@ -56,7 +56,11 @@ impl<B: Backend> Scheduler<B> {
                 continue;
             };
             let request = &job.request;
-            let sampler = match backend.sampler(&request.sampling, request.constraint.as_ref()) {
+            let sampler = match backend.sampler(
+                &request.sampling,
+                request.constraint.as_ref(),
+                request.logprobs,
+            ) {
                 Ok(sampler) => sampler,
                 Err(e) => {
                     let _ = job.events.send(GenerateEvent::Failed {

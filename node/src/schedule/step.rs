@@ -1,7 +1,7 @@
 //! One step: planning what is fed, then decoding it, recording it and
 //! delivering the tokens it yields.
 
-use superfluid_proto::{FailureKind, FinishReason, GenerateEvent, Outcome};
+use superfluid_proto::{FailureKind, FinishReason, GenerateEvent, Outcome, TokenLogprob};
 
 use super::{share, Backend, Fed, Scheduler, StepPlan};
 
@@ -96,7 +96,10 @@ impl<B: Backend> Scheduler<B> {
                 continue;
             };
             match backend.sample(&mut running.sampler, batch_index, &slot.tokens) {
-                Ok(token) => self.picked.push((index, token)),
+                Ok(token) => {
+                    let scores = backend.logprobs(&mut running.sampler, token);
+                    self.picked.push((index, token, scores));
+                }
                 Err(e) => {
                     // Only this generation's sampler failed: its sequence is
                     // as sound as a finished one's and stays cached.
@@ -111,16 +114,20 @@ impl<B: Backend> Scheduler<B> {
                 }
             }
         }
-        for i in 0..self.picked.len() {
-            let (index, token) = self.picked[i];
-            self.deliver(backend, index, token);
+        let mut picked = std::mem::take(&mut self.picked);
+        let any = !picked.is_empty();
+        for (index, token, scores) in picked.drain(..) {
+            self.deliver(backend, index, token, scores);
         }
+        // The list goes back empty, keeping its room for the next step.
+        self.picked = picked;
         self.report_load();
-        !self.picked.is_empty()
+        any
     }
 
-    /// Sends the token picked for a slot, or ends its generation.
-    fn deliver(&mut self, backend: &mut B, index: usize, token: u32) {
+    /// Sends the token picked for a slot, after its scores if it has any,
+    /// or ends its generation (an end token is neither sent nor scored).
+    fn deliver(&mut self, backend: &mut B, index: usize, token: u32, scores: Option<TokenLogprob>) {
         let ctx = self.limits.ctx;
         let slot = &mut self.slots[index];
         let Some(running) = slot.running.as_mut() else {
@@ -130,10 +137,14 @@ impl<B: Backend> Scheduler<B> {
             Some(FinishReason::Stop)
         } else {
             running.generated += 1;
-            if running
-                .events
-                .send(GenerateEvent::Tokens(vec![token]))
-                .is_err()
+            let scored = scores.map_or(Ok(()), |scores| {
+                running.events.send(GenerateEvent::Logprobs(vec![scores]))
+            });
+            if scored.is_err()
+                || running
+                    .events
+                    .send(GenerateEvent::Tokens(vec![token]))
+                    .is_err()
             {
                 slot.running = None;
                 backend.resident(index, &slot.tokens);

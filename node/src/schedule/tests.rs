@@ -46,6 +46,7 @@ impl Backend for Recorder {
         &mut self,
         _sampling: &Sampling,
         constraint: Option<&Constraint>,
+        _logprobs: Option<u8>,
     ) -> Result<(), BackendError> {
         match constraint {
             Some(_) => Err(BackendError::Constraint {
@@ -125,6 +126,7 @@ fn job(
         max_tokens,
         slot,
         constraint: None,
+        logprobs: None,
     };
     (Job { request, events }, rx)
 }

@@ -3,6 +3,7 @@ use crate::messages::*;
 use proptest::prelude::*;
 
 fn request(prompt: Vec<u32>, max_tokens: u32, temperature: f32, seed: u32) -> GenerateRequest {
+    let logprobs = (seed % 3 == 0).then_some((seed % 21) as u8);
     GenerateRequest {
         model: "m".into(),
         prompt,
@@ -14,6 +15,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32, temperature: f32, seed: u32) -> Ge
         max_tokens,
         slot: None,
         constraint: None,
+        logprobs,
     }
 }
 
@@ -29,8 +31,19 @@ proptest! {
     }
 
     #[test]
-    fn events_round_trip_in_pieces(ids in proptest::collection::vec(any::<u32>(), 0..50), split in 0usize..64) {
+    fn events_round_trip_in_pieces(ids in proptest::collection::vec(any::<u32>(), 0..50), split in 0usize..64,
+                                   logprob in -9999.0f32..=0.0, top in 0usize..=20) {
+        let scored = TokenLogprob {
+            token: ids.first().copied().unwrap_or(0),
+            text: " h\u{e9}".into(),
+            bytes: vec![0x20, 0x68, 0xc3],
+            logprob,
+            top: (0..top)
+                .map(|i| TopLogprob { token: i as u32, text: format!("t{i}"), bytes: vec![i as u8], logprob: logprob - i as f32 })
+                .collect(),
+        };
         let events = vec![
+            GenerateEvent::Logprobs(vec![scored]),
             GenerateEvent::Tokens(ids),
             GenerateEvent::Finished(Outcome { finish: FinishReason::Stop, prompt_tokens: 3, cached_tokens: 1, generated_tokens: 9 }),
         ];

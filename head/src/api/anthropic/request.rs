@@ -153,6 +153,8 @@ impl MessagesRequest {
             stream: self.stream.unwrap_or(false),
             include_usage: true,
             constraint: None,
+            n: 1,
+            logprobs: None,
         })
     }
 

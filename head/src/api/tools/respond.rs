@@ -26,7 +26,7 @@ use crate::api::wire::chat::{
     AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, Delta,
     FunctionCall, FunctionDelta, Role, ToolCall, ToolCallDelta,
 };
-use crate::api::wire::{NoLogprobs, Object};
+use crate::api::wire::Object;
 use crate::api::ApiError;
 
 /// Runs the generation to its end and answers with one JSON object.
@@ -73,7 +73,7 @@ pub async fn complete(
                 content,
                 tool_calls,
             },
-            logprobs: NoLogprobs,
+            logprobs: None,
             finish_reason: finish,
         }],
         usage: generation.usage().into(),
@@ -228,7 +228,7 @@ impl ToolStream {
         let choice = ChatChunkChoice {
             index: 0,
             delta,
-            logprobs: NoLogprobs,
+            logprobs: None,
             finish_reason: finish,
         };
         let chunk = self.chunk(vec![choice], None);

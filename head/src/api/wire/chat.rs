@@ -1,11 +1,12 @@
 //! `/v1/chat/completions`: the whole answer and its stream chunks.
 
-use super::{NoLogprobs, Object, Usage};
+use super::logprobs::ChatLogprobs;
+use super::{Object, Usage};
 use crate::api::output::FinishReason;
 use serde::{Deserialize, Serialize};
 
 /// The whole, non-streamed chat answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatCompletion {
     /// `chatcmpl-...`.
     pub id: String,
@@ -15,21 +16,22 @@ pub struct ChatCompletion {
     pub created: u64,
     /// The model id.
     pub model: String,
-    /// The one choice generated.
+    /// The `n` choices generated, by index.
     pub choices: Vec<ChatChoice>,
     /// Token counts.
     pub usage: Usage,
 }
 
 /// A choice of a whole chat answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatChoice {
-    /// Its position; always 0, one choice is generated.
+    /// Its position among the `n` choices.
     pub index: u32,
     /// The assistant's message.
     pub message: AssistantMessage,
-    /// Always `null`.
-    pub logprobs: NoLogprobs,
+    /// The tokens' log-probabilities when the request asked for them;
+    /// `null` otherwise.
+    pub logprobs: Option<ChatLogprobs>,
     /// Why the generation ended.
     pub finish_reason: FinishReason,
 }
@@ -55,7 +57,7 @@ pub struct AssistantMessage {
 }
 
 /// One server-sent event of a streamed chat answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatCompletionChunk {
     /// `chatcmpl-...`, the same in every chunk of one answer.
     pub id: String,
@@ -74,14 +76,15 @@ pub struct ChatCompletionChunk {
 }
 
 /// The choice of a chat chunk.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatChunkChoice {
-    /// Always 0.
+    /// Its position among the `n` choices.
     pub index: u32,
     /// What this chunk adds to the message.
     pub delta: Delta,
-    /// Always `null`.
-    pub logprobs: NoLogprobs,
+    /// The tokens' log-probabilities when the request asked for them;
+    /// `null` otherwise.
+    pub logprobs: Option<ChatLogprobs>,
     /// `null` until the last chunk with a choice.
     pub finish_reason: Option<FinishReason>,
 }

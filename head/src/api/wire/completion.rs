@@ -1,11 +1,12 @@
 //! `/v1/completions`: the whole answer and its stream chunks.
 
-use super::{NoLogprobs, Object, Usage};
+use super::logprobs::TextLogprobs;
+use super::{Object, Usage};
 use crate::api::output::FinishReason;
 use serde::{Deserialize, Serialize};
 
 /// The whole, non-streamed text answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextCompletion {
     /// `cmpl-...`.
     pub id: String,
@@ -15,27 +16,28 @@ pub struct TextCompletion {
     pub created: u64,
     /// The model id.
     pub model: String,
-    /// The one choice generated.
+    /// The `n` choices generated, by index.
     pub choices: Vec<TextChoice>,
     /// Token counts.
     pub usage: Usage,
 }
 
 /// A choice of a whole text answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextChoice {
-    /// Always 0.
+    /// Its position among the `n` choices.
     pub index: u32,
     /// The generated text.
     pub text: String,
-    /// Always `null`.
-    pub logprobs: NoLogprobs,
+    /// The tokens' log-probabilities when the request asked for them;
+    /// `null` otherwise.
+    pub logprobs: Option<TextLogprobs>,
     /// Why the generation ended.
     pub finish_reason: FinishReason,
 }
 
 /// One server-sent event of a streamed text answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextCompletionChunk {
     /// `cmpl-...`, the same in every chunk of one answer.
     pub id: String,
@@ -54,14 +56,15 @@ pub struct TextCompletionChunk {
 }
 
 /// The choice of a text chunk.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextChunkChoice {
-    /// Always 0.
+    /// Its position among the `n` choices.
     pub index: u32,
     /// The next text; empty in the chunk with the finish reason.
     pub text: String,
-    /// Always `null`.
-    pub logprobs: NoLogprobs,
+    /// The tokens' log-probabilities when the request asked for them;
+    /// `null` otherwise.
+    pub logprobs: Option<TextLogprobs>,
     /// `null` until the last chunk with a choice.
     pub finish_reason: Option<FinishReason>,
 }

@@ -3,7 +3,7 @@
 use super::chat::{ChatChunkChoice, ChatCompletionChunk, Delta, Role};
 use super::completion::{TextChoice, TextCompletion};
 use super::models::{ModelCard, ModelList};
-use super::{NoLogprobs, Object, PromptTokensDetails, Usage};
+use super::{Object, PromptTokensDetails, Usage};
 use crate::api::output::FinishReason;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -40,7 +40,7 @@ fn chat_chunk(delta: Delta, finish: Option<FinishReason>) -> ChatCompletionChunk
         choices: vec![ChatChunkChoice {
             index: 0,
             delta,
-            logprobs: NoLogprobs,
+            logprobs: None,
             finish_reason: finish,
         }],
         usage: None,
@@ -99,7 +99,7 @@ fn text_completions_and_the_model_list_round_trip() {
         choices: vec![TextChoice {
             index: 0,
             text: "Once".into(),
-            logprobs: NoLogprobs,
+            logprobs: None,
             finish_reason: FinishReason::Stop,
         }],
         usage: usage(),

@@ -1,0 +1,210 @@
+//! The server-sent-event renderer: the `n` choices of one request stream
+//! side by side, each chunk naming its choice's `index`, and end together
+//! with one usage chunk (if asked) and `[DONE]`.
+
+use super::{summed, with_node, Envelope, Flavor, Piece};
+use crate::api::generate::{Generation, Usage};
+use crate::api::output::Step;
+use crate::api::ApiError;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::Response;
+use futures::stream::{self, BoxStream, SelectAll, Stream, StreamExt};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+use superfluid_proto::TokenLogprob;
+
+/// Answers with server-sent events as the node generates. If the client
+/// goes away the stream, and with it the generation, is dropped.
+pub async fn stream(
+    generation: Generation,
+    envelope: Envelope,
+    include_usage: bool,
+) -> Result<Response, ApiError> {
+    stream_all(vec![generation], envelope, include_usage).await
+}
+
+/// [`stream`] for the `n` choices of one request.
+///
+/// The response starts with every choice's first text (or its end), so
+/// that its `x-superfluid-node` header names the node that answers even if
+/// the first one was lost before its first token, and a generation that
+/// fails before any text gets an error status instead of a stream.
+pub async fn stream_all(
+    mut generations: Vec<Generation>,
+    envelope: Envelope,
+    include_usage: bool,
+) -> Result<Response, ApiError> {
+    let firsts =
+        futures::future::try_join_all(generations.iter_mut().map(Generation::next)).await?;
+    let node = generations
+        .first()
+        .map(|g| g.node.clone())
+        .unwrap_or_default();
+    let n = generations.len();
+    let mut state = StreamState {
+        envelope,
+        include_usage,
+        pending: VecDeque::new(),
+        offsets: vec![0; n],
+        usages: vec![Usage::default(); n],
+        running: n,
+        done: n == 0,
+    };
+    let echo = state.envelope.echo.take();
+    for index in 0..n {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        if state.envelope.flavor == Flavor::Chat {
+            let role = Piece {
+                role: true,
+                text: Some(String::new()),
+                ..Piece::default()
+            };
+            state.send(index, role);
+        }
+        if let Some(echo) = &echo {
+            let prompt = Piece {
+                text: Some(echo.clone()),
+                ..Piece::default()
+            };
+            // The prompt is not scored: its offsets start after it.
+            state.send(index, prompt);
+            state.offsets[index as usize] = echo.chars().count();
+        }
+    }
+    let choices = stream::select_all(
+        (0u32..)
+            .zip(generations.into_iter().zip(firsts))
+            .map(|(index, (generation, first))| steps(index, generation, first)),
+    );
+    let sse = Sse::new(events(state, choices))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(10)));
+    Ok(with_node(&node, sse))
+}
+
+/// One step of one choice.
+struct ChoiceStep {
+    index: u32,
+    step: Result<Step, ApiError>,
+    /// The log-probabilities of the tokens the step covers.
+    logprobs: Vec<TokenLogprob>,
+    usage: Usage,
+}
+
+/// A choice's steps, starting with `first`, up to its end or its error.
+/// The generation is dropped once it has ended.
+fn steps(index: u32, generation: Generation, first: Step) -> BoxStream<'static, ChoiceStep> {
+    stream::unfold(Some((generation, Some(first))), move |state| async move {
+        let (mut generation, mut first) = state?;
+        let step = match first.take() {
+            Some(step) => Ok(step),
+            None => generation.next().await,
+        };
+        let more = matches!(step, Ok(Step::Text(_)));
+        let item = ChoiceStep {
+            index,
+            step,
+            logprobs: generation.take_logprobs(),
+            usage: generation.usage(),
+        };
+        Some((item, more.then_some((generation, None))))
+    })
+    .boxed()
+}
+
+struct StreamState {
+    envelope: Envelope,
+    include_usage: bool,
+    pending: VecDeque<Event>,
+    /// Each choice's text so far, in characters (for legacy offsets).
+    offsets: Vec<usize>,
+    /// Each choice's final token counts, as they end.
+    usages: Vec<Usage>,
+    /// Choices not yet ended.
+    running: usize,
+    done: bool,
+}
+
+impl StreamState {
+    fn send(&mut self, index: u32, piece: Piece) {
+        let offset = self.offsets.get_mut(index as usize);
+        let mut scratch = 0;
+        let event = self
+            .envelope
+            .chunk(index, piece, offset.unwrap_or(&mut scratch));
+        self.pending.push_back(event);
+    }
+
+    /// Queues the events for one step of a choice: the SSE renderer, where
+    /// every kind of output is rendered or refused.
+    fn push(&mut self, item: ChoiceStep) {
+        let ChoiceStep {
+            index,
+            step,
+            logprobs,
+            usage,
+        } = item;
+        match step {
+            Ok(Step::Text(text)) => {
+                let piece = Piece {
+                    text: Some(text),
+                    logprobs,
+                    ..Piece::default()
+                };
+                self.send(index, piece);
+            }
+            Ok(Step::Done(finish)) => {
+                let last = Piece {
+                    finish: Some(finish),
+                    logprobs,
+                    ..Piece::default()
+                };
+                self.send(index, last);
+                if let Some(u) = self.usages.get_mut(index as usize) {
+                    *u = usage;
+                }
+                self.running = self.running.saturating_sub(1);
+                if self.running == 0 {
+                    if self.include_usage {
+                        let usage = self.envelope.usage_chunk(summed(self.usages.clone()));
+                        self.pending.push_back(usage);
+                    }
+                    self.pending.push_back(Event::default().data("[DONE]"));
+                    self.done = true;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, choice = index, "generation failed mid-stream");
+                self.pending
+                    .push_back(Event::default().data(err.body().to_string()));
+                self.pending.push_back(Event::default().data("[DONE]"));
+                self.done = true;
+            }
+        }
+    }
+}
+
+fn events(
+    state: StreamState,
+    choices: SelectAll<BoxStream<'static, ChoiceStep>>,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    stream::unfold((state, choices), |(mut st, mut choices)| async move {
+        loop {
+            if let Some(event) = st.pending.pop_front() {
+                return Some((Ok(event), (st, choices)));
+            }
+            if st.done {
+                return None;
+            }
+            match choices.next().await {
+                Some(item) => st.push(item),
+                // Every choice ends with a step that ends it, so this is
+                // only reached if one did not: end the stream regardless.
+                None => {
+                    st.pending.push_back(Event::default().data("[DONE]"));
+                    st.done = true;
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,88 @@
+//! Log probabilities and `n` through `superfluid serve` with the real model
+//! and the official `openai` Python client (tests/python/openai_logprobs.py):
+//! real, sorted log-probabilities whole and streamed, the greedy token on
+//! top, `n` indexed choices reproducible with a seed, the legacy
+//! completions shape, and 400s naming the field out of range.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::fleet_support::{run_cmd, serial};
+use crate::python_clients::venv_python;
+use crate::support::{chat, Server, MODEL};
+
+#[tokio::test]
+async fn the_openai_python_client_reads_logprobs_and_n_choices() {
+    let python = venv_python();
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup, which installs the openai Python client there",
+        python.display()
+    );
+    let _serial = serial().await;
+    let server = Server::start(&[]).expect("starting superfluid serve");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_logprobs.py");
+    let mut cmd = Command::new(&python);
+    cmd.arg(script)
+        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
+        .env("SUPERFLUID_TEST_MODEL", MODEL)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL");
+    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
+    }
+    let ran = run_cmd("openai_logprobs.py", cmd, Duration::from_secs(400))
+        .expect("running the openai logprobs script");
+    for case in [
+        "chat_logprobs_are_real_sorted_and_the_greedy_token_is_the_top_one",
+        "streamed_logprobs_concatenate_to_the_text",
+        "n_gives_indexed_choices_with_summed_usage",
+        "seeded_n_is_reproducible_whole_and_streamed",
+        "legacy_completions_logprobs_shape",
+        "out_of_range_is_a_400_naming_the_field",
+    ] {
+        assert!(
+            ran.stdout.contains(&format!("ok {case}\n")),
+            "{case} did not pass: {}",
+            ran.describe()
+        );
+    }
+    assert!(ran.status.success(), "{}", ran.describe());
+}
+
+#[tokio::test]
+async fn logprobs_with_tools_or_echo_are_refused_naming_the_field() {
+    let server = Server::start(&[]).expect("serve starts");
+    let tools = json!([{"type": "function", "function": {"name": "f"}}]);
+    let mut body = chat(json!([{"role": "user", "content": "Hi"}]), 4);
+    body["tools"] = tools.clone();
+    body["logprobs"] = json!(true);
+    let (status, answer) = server
+        .post("/v1/chat/completions", &body)
+        .await
+        .expect("chat");
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["param"], "logprobs", "{answer}");
+
+    let mut body = chat(json!([{"role": "user", "content": "Hi"}]), 4);
+    body["tools"] = tools;
+    body["n"] = json!(2);
+    let (status, answer) = server
+        .post("/v1/chat/completions", &body)
+        .await
+        .expect("chat");
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["param"], "n", "{answer}");
+
+    let echo =
+        json!({"model": MODEL, "prompt": "Hi", "max_tokens": 2, "echo": true, "logprobs": 1});
+    let (status, answer) = server
+        .post("/v1/completions", &echo)
+        .await
+        .expect("completion");
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["param"], "echo", "{answer}");
+}
