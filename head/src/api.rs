@@ -22,6 +22,8 @@
 //! - [`fleet_view`]: `GET /v1/fleet`, nodes, load and recent requests.
 //! - [`status_page`]: `GET /`, the status page for browsers.
 //! - [`sessions`]: `/v1/sessions`, conversations the head keeps.
+//! - [`responses`]: `/v1/responses`, OpenAI's Responses API on the sessions.
+//! - [`idempotency`]: `Idempotency-Key` on the routes that generate or write.
 
 pub mod admin;
 pub mod admin_keys;
@@ -38,6 +40,7 @@ pub mod fields;
 pub mod fleet_view;
 pub mod generate;
 pub mod handlers;
+pub mod idempotency;
 pub mod limits;
 pub mod metrics_key;
 pub mod metrics_page;
@@ -48,6 +51,7 @@ pub mod recent;
 pub mod request_log;
 pub mod request_metrics;
 pub mod respond;
+pub mod responses;
 pub mod sessions;
 pub mod status_page;
 pub mod structured;
@@ -79,7 +83,7 @@ use crate::fleet::Fleet;
 use crate::keys::Keys;
 use crate::sessions::SessionStore;
 use axum::middleware;
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::{Extension, Router};
 use std::sync::Arc;
 
@@ -116,15 +120,23 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
             metrics_key::require,
         ));
     let recent_requests = Arc::new(recent::Recent::default());
+    let keyed = state.clone();
+    let once = move |route: MethodRouter<AppState>| {
+        route.layer(middleware::from_fn_with_state(
+            keyed.clone(),
+            idempotency::once,
+        ))
+    };
     Router::new()
-        .route("/v1/chat/completions", post(handlers::chat))
-        .route("/v1/completions", post(handlers::completions))
+        .route("/v1/chat/completions", once(post(handlers::chat)))
+        .route("/v1/completions", once(post(handlers::completions)))
         .route("/v1/embeddings", post(embeddings::create))
         .route("/v1/models", get(handlers::models))
         .route("/v1/models/{*id}", get(model_retrieve::retrieve))
         .route("/v1/fleet", get(fleet_view::fleet))
         .merge(ollama::routes())
-        .merge(sessions::routes())
+        .merge(sessions::routes(&once))
+        .merge(responses::routes(&once))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         // Only the routes above pass the key check.

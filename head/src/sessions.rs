@@ -20,11 +20,13 @@
 //! - [`writer`]: the group-commit writer thread.
 //! - [`ops`]: the changes, as run inside the writer's transaction.
 //! - [`read`]: the queries readers run.
+//! - [`idempotency`]: answers kept for `Idempotency-Key`.
 //! - [`store`]: the [`SessionStore`] handle that ties them together.
 
 pub mod error;
 mod history;
 pub mod hot;
+pub mod idempotency;
 mod open;
 mod ops;
 mod read;

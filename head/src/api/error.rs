@@ -12,6 +12,9 @@ use axum::Json;
 use serde_json::{json, Value};
 use superfluid_proto::FailureKind;
 
+mod session_parts;
+use session_parts::session_parts;
+
 /// The client sees the node's own words for its mistakes; a node's failure
 /// is said to be the node's.
 fn node_failure_text(kind: FailureKind, message: &str) -> String {
@@ -88,7 +91,7 @@ pub enum ApiError {
         param: &'static str,
     },
     /// No route matches the request's path.
-    #[error("no route for {method} {path}; the head serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /v1/messages, /v1/sessions, /v1/fleet, /api/* (Ollama), /metrics and /health")]
+    #[error("no route for {method} {path}; the head serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /v1/messages, /v1/sessions, /v1/responses, /v1/fleet, /api/* (Ollama), /metrics and /health")]
     NotFound {
         /// The request method.
         method: String,
@@ -158,6 +161,30 @@ pub enum ApiError {
         what: &'static str,
         /// The session.
         session: i64,
+    },
+    /// No stored response has this id.
+    #[error("no response {id}: it was never stored (`store: false`), was deleted, or the id is mistyped; only responses created with `store: true` (the default) are kept")]
+    ResponseNotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// Later responses continue this one, so it cannot be deleted alone.
+    #[error("response {id} was continued by later responses of its conversation; delete those first, newest first")]
+    ResponseContinued {
+        /// The response.
+        id: String,
+    },
+    /// An `Idempotency-Key` came again with a different request.
+    #[error("the Idempotency-Key {key:?} was already used with a different request; use a new key for a new request, or send exactly the same request to get its first result again")]
+    IdempotencyMismatch {
+        /// The key.
+        key: String,
+    },
+    /// The first request with this `Idempotency-Key` is still running.
+    #[error("the request with Idempotency-Key {key:?} is still running; retry when it has finished to get its result")]
+    IdempotencyInFlight {
+        /// The key.
+        key: String,
     },
     /// The route exists but not for this method.
     #[error(
@@ -340,6 +367,30 @@ impl ApiError {
                 Some("If-Match".into()),
                 Some("if_match_required"),
             ),
+            ResponseNotFound { .. } => (
+                StatusCode::NOT_FOUND,
+                invalid,
+                None,
+                Some("response_not_found"),
+            ),
+            ResponseContinued { .. } => (
+                StatusCode::CONFLICT,
+                invalid,
+                None,
+                Some("response_continued"),
+            ),
+            IdempotencyMismatch { .. } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                invalid,
+                Some("Idempotency-Key".into()),
+                Some("idempotency_key_reused"),
+            ),
+            IdempotencyInFlight { .. } => (
+                StatusCode::CONFLICT,
+                invalid,
+                Some("Idempotency-Key".into()),
+                Some("idempotency_key_in_use"),
+            ),
             MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, invalid, None, None),
         }
     }
@@ -360,60 +411,6 @@ impl ApiError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         self.parts().0
-    }
-}
-
-/// Status, type, `param` and `code` of a session store error.
-fn session_parts(
-    err: &SessionError,
-) -> (
-    StatusCode,
-    &'static str,
-    Option<String>,
-    Option<&'static str>,
-) {
-    let invalid = "invalid_request_error";
-    match err {
-        SessionError::NotFound { .. } => (
-            StatusCode::NOT_FOUND,
-            invalid,
-            None,
-            Some("session_not_found"),
-        ),
-        SessionError::EventNotInHistory { .. } => (
-            StatusCode::BAD_REQUEST,
-            invalid,
-            Some("at".into()),
-            Some("event_not_in_history"),
-        ),
-        SessionError::StaleVersion { .. } => (
-            StatusCode::PRECONDITION_FAILED,
-            invalid,
-            Some("If-Match".into()),
-            Some("stale_version"),
-        ),
-        SessionError::Busy { .. } => (StatusCode::CONFLICT, invalid, None, Some("session_busy")),
-        SessionError::HasForks { .. } => (
-            StatusCode::CONFLICT,
-            invalid,
-            None,
-            Some("session_has_forks"),
-        ),
-        SessionError::ForkedAfter { .. } => (
-            StatusCode::CONFLICT,
-            invalid,
-            Some("at".into()),
-            Some("session_forked_after"),
-        ),
-        SessionError::Corrupt { .. }
-        | SessionError::Db { .. }
-        | SessionError::Stopped { .. }
-        | SessionError::BadRow { .. } => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "server_error",
-            None,
-            Some("session_store"),
-        ),
     }
 }
 

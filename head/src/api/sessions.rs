@@ -21,25 +21,29 @@ pub mod record;
 use axum::extract::rejection::PathRejection;
 use axum::extract::Path;
 use axum::http::HeaderMap;
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
 use super::{ApiError, AppState};
 use crate::sessions::{SessionId, SessionStore};
 
-/// The routes under `/v1/sessions`.
-pub fn routes() -> Router<AppState> {
+/// The routes under `/v1/sessions`; `once` wraps the routes that write
+/// (the `Idempotency-Key` layer).
+pub fn routes(once: &dyn Fn(MethodRouter<AppState>) -> MethodRouter<AppState>) -> Router<AppState> {
     Router::new()
-        .route("/v1/sessions", post(manage::create).get(manage::list))
+        .route("/v1/sessions", once(post(manage::create)).get(manage::list))
         .route(
             "/v1/sessions/{id}",
             get(manage::get).patch(manage::patch).delete(manage::purge),
         )
-        .route("/v1/sessions/{id}/messages", post(events::append_message))
+        .route(
+            "/v1/sessions/{id}/messages",
+            once(post(events::append_message)),
+        )
         .route("/v1/sessions/{id}/events", get(events::list))
-        .route("/v1/sessions/{id}/generate", post(generate::generate))
-        .route("/v1/sessions/{id}/fork", post(manage::fork))
-        .route("/v1/sessions/{id}/trim", post(manage::trim))
+        .route("/v1/sessions/{id}/generate", once(post(generate::generate)))
+        .route("/v1/sessions/{id}/fork", once(post(manage::fork)))
+        .route("/v1/sessions/{id}/trim", once(post(manage::trim)))
 }
 
 /// The head's session store, or the 404 that says how to get one.

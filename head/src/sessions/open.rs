@@ -28,6 +28,17 @@ CREATE TABLE IF NOT EXISTS events (
     created_ms INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_session_seq ON events(session, seq);
+CREATE TABLE IF NOT EXISTS idempotency (
+    scope       TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    status      INTEGER NOT NULL,
+    content_type TEXT,
+    body        BLOB NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    PRIMARY KEY (scope, key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_by_age ON idempotency(created_ms);
 ";
 
 /// Opens the write connection: checks the file with `PRAGMA quick_check`

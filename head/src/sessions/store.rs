@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::error::SessionError;
 use super::history::Db;
 use super::hot::{GenerationGuard, Hot};
+use super::idempotency::{self, Kept, Running, RunningGuard, ScopedKey};
 use super::ops::{self, Writer};
 use super::read::{self, Readers};
 use super::types::{Event, EventId, EventKind, Meta, MetaPatch, SessionId, SessionInfo};
@@ -22,6 +23,7 @@ pub struct SessionStore {
     shared: Arc<Shared>,
     readers: Readers,
     hot: Hot,
+    running: Running,
 }
 
 impl SessionStore {
@@ -42,6 +44,7 @@ impl SessionStore {
             shared,
             readers: Readers::new(path.to_owned()),
             hot: Hot::default(),
+            running: Running::default(),
         })
     }
 
@@ -186,5 +189,25 @@ impl SessionStore {
         self.readers
             .read(move |db| read::events(db, session, cursor, limit))
             .await
+    }
+
+    /// The answer kept for an `Idempotency-Key`, if one is and has not
+    /// expired.
+    pub async fn kept_answer(&self, key: ScopedKey) -> Result<Option<Kept>, SessionError> {
+        self.readers
+            .read(move |db| idempotency::get(db, &key))
+            .await
+    }
+
+    /// Keeps the first answer to an `Idempotency-Key` for 24 hours.
+    pub async fn keep_answer(&self, key: ScopedKey, kept: Kept) -> Result<(), SessionError> {
+        self.write(move |db, _| idempotency::put(db, &key, &kept))
+            .await
+    }
+
+    /// Marks an `Idempotency-Key` as running its first request; the
+    /// fingerprint of the request already running with it, if one is.
+    pub fn begin_keyed(&self, key: ScopedKey, fingerprint: &str) -> Result<RunningGuard, String> {
+        self.running.begin(key, fingerprint)
     }
 }

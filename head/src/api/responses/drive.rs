@@ -1,0 +1,123 @@
+//! Runs a response's generation in its own task. A stored response is
+//! generated to its end and committed even when its client goes away; an
+//! unstored one stops when nobody listens.
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::super::generate::{Generation, Usage};
+use super::super::output::{FinishReason, Step};
+use super::super::sessions::bodies;
+use super::super::ApiError;
+use super::reply::{ResponseView, Status};
+use crate::sessions::{EventKind, GenerationGuard, SessionStore};
+
+/// A stored response's hold on its session until its answer is committed.
+pub struct Hold {
+    /// The store.
+    pub store: SessionStore,
+    /// The hold.
+    pub guard: GenerationGuard,
+}
+
+/// What the generation task tells the answer.
+pub enum Progress {
+    /// Text as the model produced it.
+    Text(String),
+    /// The end: the whole text, why it ended, the token counts; for a
+    /// stored response, after its answer is committed.
+    Done {
+        /// The whole answer.
+        text: String,
+        /// Why it ended.
+        finish: FinishReason,
+        /// Token counts.
+        usage: Usage,
+    },
+    /// The generation or its commit failed.
+    Failed(ApiError),
+}
+
+/// Starts the task; its progress arrives on the receiver.
+pub fn spawn(hold: Option<Hold>, generation: Generation) -> mpsc::Receiver<Progress> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(run(hold, generation, tx));
+    rx
+}
+
+async fn run(hold: Option<Hold>, mut generation: Generation, tx: mpsc::Sender<Progress>) {
+    let mut text = String::new();
+    let finish = loop {
+        match generation.next().await {
+            Ok(Step::Text(piece)) => {
+                text.push_str(&piece);
+                let gone = tx.send(Progress::Text(piece)).await.is_err();
+                if gone && hold.is_none() {
+                    // Dropping the generation cancels it on the node.
+                    return;
+                }
+            }
+            Ok(Step::Done(finish)) => break finish,
+            Err(err) => {
+                let _ = tx.send(Progress::Failed(err)).await;
+                return;
+            }
+        }
+    };
+    let usage = generation.usage();
+    let node = generation.node.clone();
+    drop(generation);
+    if let Some(Hold { store, guard }) = hold {
+        let mut body = bodies::generated(&text, finish, &usage);
+        body["node"] = json!(node);
+        let committed = store
+            .append_generated(&guard, EventKind::Generated, body)
+            .await;
+        drop(guard);
+        if let Err(err) = committed {
+            let _ = tx.send(Progress::Failed(err.into())).await;
+            return;
+        }
+    }
+    let _ = tx
+        .send(Progress::Done {
+            text,
+            finish,
+            usage,
+        })
+        .await;
+}
+
+/// `view` completed with what the task reports.
+pub fn finished(
+    mut view: ResponseView,
+    text: String,
+    finish: FinishReason,
+    usage: Usage,
+) -> ResponseView {
+    view.status = Status::of(finish);
+    view.text = Some(text);
+    view.usage = Some(usage);
+    view
+}
+
+/// The whole response, once the task is done.
+pub async fn collect(
+    view: ResponseView,
+    mut progress: mpsc::Receiver<Progress>,
+) -> Result<Value, ApiError> {
+    while let Some(step) = progress.recv().await {
+        match step {
+            Progress::Text(_) => {}
+            Progress::Done {
+                text,
+                finish,
+                usage,
+            } => return Ok(finished(view, text, finish, usage).body()),
+            Progress::Failed(err) => return Err(err),
+        }
+    }
+    Err(ApiError::Generation {
+        message: "the generation ended without an answer; send the request again".to_owned(),
+    })
+}

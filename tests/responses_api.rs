@@ -1,0 +1,59 @@
+//! OpenAI's Responses API end to end: the official `openai` Python client
+//! (tests/python/openai_responses.py) against `superfluid serve` with the
+//! real model and a key: stored, continued with `previous_response_id`,
+//! forked, streamed (raw events and the stream helper), retrieved, input
+//! items, deleted, `store=False`, refused fields, `max_output_tokens`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::fleet_support::{run_cmd, serial, TempDir};
+use crate::python_clients::venv_python;
+use crate::support::{Server, MODEL};
+
+const KEY: &str = "sk-sf-responses-test";
+
+#[tokio::test]
+async fn the_openai_python_client_stores_continues_streams_and_deletes_responses() {
+    let _serial = serial().await;
+    let dir = TempDir::new("responses");
+    let data_dir = dir.arg();
+    let server = Server::start(&["--api-key", KEY, "--data-dir", &data_dir])
+        .expect("starting superfluid serve");
+    let python = venv_python();
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup, which installs the openai Python client there",
+        python.display()
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_responses.py");
+    let mut cmd = Command::new(&python);
+    cmd.arg(script)
+        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
+        .env("SUPERFLUID_TEST_KEY", KEY)
+        .env("SUPERFLUID_TEST_MODEL", MODEL)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL");
+    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
+    }
+    let ran = run_cmd("openai_responses.py", cmd, Duration::from_secs(300))
+        .expect("running the responses script");
+    assert!(ran.status.success(), "{}", ran.describe());
+    for case in [
+        "stored_response_is_continued_with_previous_response_id",
+        "streamed_response_events_arrive_in_order_and_text_assembles",
+        "stream_helper_accumulates_the_response",
+        "retrieve_then_delete_then_404",
+        "unstored_response_is_not_kept",
+        "unsupported_fields_are_refused_by_name",
+        "max_output_tokens_cuts_an_incomplete_response",
+    ] {
+        assert!(
+            ran.stdout.contains(&format!("ok {case}\n")),
+            "{case} did not pass: {}",
+            ran.describe()
+        );
+    }
+}
