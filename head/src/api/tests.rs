@@ -158,7 +158,8 @@ async fn bad_parameter_values_name_the_parameter() {
         ("presence_penalty", json!(3)),
         ("repeat_penalty", json!(0)),
         ("stop", json!(5)),
-        ("n", json!(2)),
+        ("n", json!(9)),
+        ("n", json!(0)),
     ] {
         let (status, body) = chat(with(hello(), key, value.clone())).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{key}={value}: {body}");
