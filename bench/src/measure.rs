@@ -234,6 +234,13 @@ pub async fn interleaved(
         .collect();
     let mut turn = 0;
     for round in 0..bench.args.rounds {
+        eprintln!(
+            "bench: round {} of {}: {} steps on each of {} contenders",
+            round + 1,
+            bench.args.rounds,
+            steps.len(),
+            targets.len()
+        );
         let starts: Vec<RoundStart> = samples.iter().map(Samples::round_start).collect();
         for &step in &steps {
             for k in 0..targets.len() {
