@@ -63,6 +63,8 @@ pub mod wire;
 #[cfg(test)]
 mod flow_tests;
 #[cfg(test)]
+mod node_drain_tests;
+#[cfg(test)]
 mod node_failure_tests;
 #[cfg(test)]
 mod node_tests;
