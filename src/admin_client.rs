@@ -40,7 +40,8 @@ impl AdminClient {
             url: url.trim_end_matches('/').to_owned(),
             key,
             http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(30))
+                // Long enough for `models load` to wait out a head's load timeout.
+                .timeout(Duration::from_secs(600))
                 .build()?,
         })
     }

@@ -4,14 +4,16 @@
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::logging::{LogFlags, LogFormat};
 
 mod admin;
-pub use admin::{AdminFlags, FleetCommand, KeysCommand};
+pub use admin::{AdminFlags, FleetCommand, KeysCommand, ModelsCommand};
 use superfluid_head::api::browser::{BrowserError, BrowserPolicy};
+use superfluid_head::fleet::placement::PlacementConfig;
 use superfluid_head::keys::Keys;
 use superfluid_head::routing::RoutePolicy;
 use superfluid_head::server::connections::DEFAULT_MAX_CONNECTIONS;
@@ -39,6 +41,9 @@ pub enum Command {
     /// Manage the API keys clients use: create, list, revoke.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// See and override where the fleet's models are loaded: list, load, unload.
+    #[command(subcommand)]
+    Models(ModelsCommand),
     /// Watch the fleet in the terminal: nodes, load, speeds and recent
     /// requests, refreshed every second; `q` quits.
     Top(TopFlags),
@@ -58,6 +63,7 @@ impl Command {
             Command::Head(_)
             | Command::Fleet(_)
             | Command::Keys(_)
+            | Command::Models(_)
             | Command::Top(_)
             | Command::SessionsWriter(_) => None,
         }
@@ -148,6 +154,29 @@ impl BrowserFlags {
     }
 }
 
+/// Where models are loaded, and for how long.
+#[derive(Debug, Args)]
+pub struct PlacementFlags {
+    /// Seconds a request waits for its model to load on a node when no
+    /// node has it loaded; past that it gets a 503 that says why.
+    #[arg(long, env = "SUPERFLUID_LOAD_TIMEOUT", default_value_t = 120)]
+    pub load_timeout: u64,
+    /// Seconds a model stays loaded on a node that gets no request for it
+    /// (Ollama's keep_alive); the next request loads it again. 0: never
+    /// unload.
+    #[arg(long, env = "SUPERFLUID_UNLOAD_AFTER", default_value_t = 900)]
+    pub unload_after: u64,
+}
+
+impl PlacementFlags {
+    pub fn config(&self) -> PlacementConfig {
+        PlacementConfig {
+            load_timeout: Duration::from_secs(self.load_timeout.max(1)),
+            unload_after: (self.unload_after > 0).then(|| Duration::from_secs(self.unload_after)),
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ServeFlags {
     #[command(flatten)]
@@ -183,6 +212,8 @@ pub struct ServeFlags {
     #[arg(long, env = "SUPERFLUID_EMBEDDING_MODEL")]
     pub embedding_model: Option<PathBuf>,
     #[command(flatten)]
+    pub placement: PlacementFlags,
+    #[command(flatten)]
     pub engine: EngineFlags,
 }
 
@@ -210,9 +241,12 @@ pub struct HeadFlags {
     /// The head's data dir: fleet key, admin key, enrolled nodes [default: $SUPERFLUID_HOME/head].
     #[arg(long, env = "SUPERFLUID_HEAD_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// A model the fleet serves (repeatable) [default: the model scripts/setup installs].
+    /// A model the fleet serves (repeatable): a GGUF file, or a directory
+    /// whose every GGUF is served [default: the model scripts/setup installs].
     #[arg(long = "model", env = "SUPERFLUID_MODEL", value_delimiter = ',')]
     pub models: Vec<PathBuf>,
+    #[command(flatten)]
+    pub placement: PlacementFlags,
     /// Do not advertise the head on the LAN by mDNS.
     #[arg(long)]
     pub no_mdns: bool,

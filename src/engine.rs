@@ -58,6 +58,34 @@ pub fn model_path(given: Option<PathBuf>) -> Result<PathBuf, ConfigError> {
     Ok(model)
 }
 
+/// The model files `given` names: itself if a file, or every `.gguf` in it
+/// (sorted, not recursing) if a directory.
+///
+/// # Errors
+/// `given` does not exist, cannot be read, or is a directory with no GGUF.
+pub fn model_files(given: PathBuf) -> Result<Vec<PathBuf>> {
+    if !given.is_dir() {
+        return Ok(vec![model_path(Some(given))?]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&given)
+        .with_context(|| format!("reading the model directory {}", given.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        anyhow::bail!(
+            "the model directory {} holds no .gguf file; pass a GGUF file or a directory of them",
+            given.display()
+        );
+    }
+    Ok(files)
+}
+
 fn at_least(flag: &'static str, value: u32, min: u32) -> Result<u32, ConfigError> {
     if value < min {
         return Err(ConfigError::TooSmall { flag, min, value });
@@ -123,6 +151,24 @@ impl EngineConfig {
             model_id: self.model_id.clone(),
             ..LlamaConfig::default()
         }
+    }
+}
+
+/// Loads the models the head places on a node with this node's engine
+/// flags (slots, context, threads).
+pub struct LlamaLoader {
+    pub backend: Arc<LlamaBackend>,
+    pub config: EngineConfig,
+}
+
+impl superfluid_node::models::Loader for LlamaLoader {
+    fn load(&self, id: &str, path: &std::path::Path) -> Result<Arc<dyn Engine>, String> {
+        let config = EngineConfig {
+            model: path.to_owned(),
+            model_id: Some(id.to_owned()),
+            ..self.config.clone()
+        };
+        config.start(&self.backend).map_err(|e| format!("{e:#}"))
     }
 }
 

@@ -13,11 +13,11 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
     let models = if flags.models.is_empty() {
         vec![model_path(None)?]
     } else {
-        flags
-            .models
-            .into_iter()
-            .map(|m| model_path(Some(m)))
-            .collect::<Result<_, _>>()?
+        let mut files = Vec::new();
+        for given in flags.models {
+            files.extend(engine::model_files(given)?);
+        }
+        files
     };
     let data_dir = flags
         .data_dir
@@ -42,6 +42,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
             max_queue: flags.max_queue,
             ollama_port: flags.ollama_port,
             sessions: Some(sessions),
+            placement: flags.placement.config(),
             ..HeadConfig::with_membership(flags.http, flags.link, models, membership)
         },
     )

@@ -10,6 +10,7 @@ mod fleet_cmd;
 mod head_cmd;
 mod keys_cmd;
 mod logging;
+mod models_cmd;
 mod node_cmd;
 mod node_metrics;
 mod runtime;
@@ -38,6 +39,7 @@ fn main() -> std::process::ExitCode {
             cli::Command::Node(flags) => node_cmd::run(flags).await,
             cli::Command::Fleet(command) => fleet_cmd::run(command).await,
             cli::Command::Keys(command) => keys_cmd::run(command).await,
+            cli::Command::Models(command) => models_cmd::run(command).await,
             cli::Command::Top(flags) => top::run(flags).await,
             cli::Command::SessionsWriter(flags) => sessions_writer::run(flags).await,
         }

@@ -5,10 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use std::sync::Arc;
 use superfluid_link::{token, Fingerprint};
 use superfluid_node::agent::{self, AgentConfig};
 use superfluid_node::credential::{self, Credential};
 use superfluid_node::model_cache::ModelCache;
+use superfluid_node::models::ModelSet;
 
 use crate::cli::{EngineFlags, NodeFlags};
 use crate::engine::{self, EngineConfig};
@@ -160,6 +162,20 @@ async fn run_agent(
     if let Some(addr) = metrics {
         crate::node_metrics::serve(addr, engine.clone()).await?;
     }
-    agent::run_until(engine, agent, shutdown_signal).await?;
+    // The models the head places here later load with the same flags.
+    let loader = engine::LlamaLoader {
+        backend: backend.clone(),
+        config: config.clone(),
+    };
+    let models = ModelSet::new(
+        Some(Arc::new(loader)),
+        Some(ModelCache::new(engine::models_dir())),
+    );
+    models.insert(
+        engine,
+        agent.model_sha256.clone(),
+        Some(config.model.clone()),
+    );
+    agent::run_models_until(Arc::new(models), agent, shutdown_signal).await?;
     Ok(())
 }

@@ -5,10 +5,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use std::sync::Arc;
 use superfluid_head::keys::{self, Keys};
 use superfluid_head::server::HeadConfig;
 use superfluid_link::{allow_only, Identity};
 use superfluid_node::agent::{self, AgentConfig};
+use superfluid_node::models::ModelSet;
 
 use crate::cli::ServeFlags;
 use crate::engine::{self, EngineConfig};
@@ -35,8 +37,6 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
     let backend = engine::backend()?;
     let head_identity = Identity::generate().context("making the head's key")?;
     let node_identity = Identity::generate().context("making the node's key")?;
-    // The embedding model runs on a node of its own in this process.
-    let embed_identity = Identity::generate().context("making the embedding node's key")?;
     let mut models = vec![config.model.clone()];
     models.extend(embed_config.as_ref().map(|c| c.model.clone()));
     let head = superfluid_head::server::start(
@@ -46,7 +46,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             link: SocketAddr::from(([127, 0, 0, 1], 0)),
             models,
             identity: head_identity,
-            authorizer: allow_only([node_identity.fingerprint(), embed_identity.fingerprint()]),
+            authorizer: allow_only([node_identity.fingerprint()]),
             membership: None,
             route_policy: flags.route_policy,
             keys,
@@ -56,47 +56,36 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
             max_queue: flags.max_queue,
             ollama_port: flags.ollama_port,
             sessions: Some(sessions),
+            placement: flags.placement.config(),
         },
     )
     .await?;
 
-    let engine = config.start(&backend)?;
-    let mut model_ids = vec![engine.info().model.id.clone()];
+    // One node serves the model (and the embedding model, in a context of
+    // its own); a model unloaded when idle loads again from the same file.
+    let loader = engine::LlamaLoader {
+        backend: backend.clone(),
+        config: config.clone(),
+    };
+    let node_models = Arc::new(ModelSet::new(Some(Arc::new(loader)), None));
+    let mut model_ids = Vec::new();
+    for engine_config in std::iter::once(&config).chain(embed_config.as_ref()) {
+        let engine = engine_config.start(&backend)?;
+        model_ids.push(engine.info().model.id.clone());
+        let sha256 = hash_model(&engine_config.model).await?;
+        node_models.insert(engine, Some(sha256), Some(engine_config.model.clone()));
+    }
     let agent = AgentConfig {
         head_addrs: vec![head.link_addr],
         head_fingerprint: head.fingerprint,
         identity: node_identity,
         name: "local".into(),
         join_token: None,
-        model_sha256: Some(hash_model(&config.model).await?),
+        model_sha256: None,
         credential_dir: None,
         join_only: false,
     };
-    let embedder = match &embed_config {
-        Some(embed) => {
-            let engine = embed.start(&backend)?;
-            model_ids.push(engine.info().model.id.clone());
-            let agent = AgentConfig {
-                identity: embed_identity,
-                name: "local-embeddings".into(),
-                model_sha256: Some(hash_model(&embed.model).await?),
-                ..agent.clone()
-            };
-            Some((engine, agent))
-        }
-        None => None,
-    };
-    let mut node = tokio::spawn(async move {
-        let embeddings = async move {
-            match embedder {
-                Some((engine, agent)) => agent::run_until(engine, agent, shutdown_signal).await,
-                None => Ok(()),
-            }
-        };
-        let (chat, embeddings) =
-            tokio::join!(agent::run_until(engine, agent, shutdown_signal), embeddings);
-        chat.and(embeddings)
-    });
+    let mut node = tokio::spawn(agent::run_models_until(node_models, agent, shutdown_signal));
 
     // Say where we listen only once the nodes serve, so that the first
     // request a client sends after that line is answered.

@@ -11,6 +11,7 @@ mod embeddings;
 mod fleet_failover;
 mod fleet_mdns;
 mod fleet_membership;
+mod fleet_models;
 mod fleet_overload;
 mod fleet_partition;
 mod fleet_routing;

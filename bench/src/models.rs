@@ -109,6 +109,7 @@ async fn welcomed_node(store: ModelStore) -> Result<(quinn::Connection, quinn::E
         models: Vec::new(),
         join_token: None,
         hardware: "bench machine".into(),
+        free_memory: 0,
     };
     write_frame(&mut send, &hello).await?;
     match read_frame::<HeadReply>(&mut recv).await? {

@@ -27,6 +27,7 @@
 
 pub mod admin;
 pub mod admin_keys;
+pub mod admin_models;
 pub mod admission;
 pub mod anthropic;
 pub mod auth;

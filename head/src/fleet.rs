@@ -29,6 +29,8 @@ pub mod listen;
 mod member;
 pub mod model_store;
 mod models;
+pub mod placement;
+mod placement_admin;
 mod registry;
 mod remote;
 mod shared_router;
@@ -38,6 +40,7 @@ pub use admin::Revoked;
 pub use embed::Embedded;
 pub use error::FleetError;
 pub use listen::{listen, LinkListenConfig, LinkListener};
+pub use placement_admin::ModelPlacement;
 pub use registry::{NodeLoadSnapshot, NodeSnapshot, NodeState};
 pub use remote::RemoteGeneration;
 
@@ -67,6 +70,7 @@ pub struct Fleet {
     router: SharedRouter,
     metrics: Arc<Metrics>,
     admission: Admission,
+    placements: Arc<placement::Placements>,
 }
 
 impl Default for Fleet {
@@ -83,6 +87,7 @@ impl Default for Fleet {
             router: SharedRouter::new(Router::new(RoutePolicy::default(), seed)),
             metrics: Arc::default(),
             admission: Admission::default(),
+            placements: Arc::default(),
         }
     }
 }
@@ -92,6 +97,12 @@ impl Fleet {
     /// ([`RoutePolicy::LeastTtft`]).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Places models on nodes as `config` says (see `fleet/placement.rs`).
+    pub fn with_placement(mut self, config: placement::PlacementConfig) -> Self {
+        self.placements = Arc::new(placement::Placements::new(config));
+        self
     }
 
     /// Routes generations with `policy`.
@@ -328,6 +339,7 @@ impl Fleet {
             metrics: self.metrics.clone(),
         };
         let node = candidates.into_iter().find(|n| n.key == routed.node)?;
+        node.used(model);
         self.metrics
             .record_route(policy, routed.reason, routed.cached_tokens);
         tracing::debug!(node = %node.name, reason = routed.reason.as_str(), cached = routed.cached_tokens, predicted_ttft_ms = routed.predicted_ttft_secs * 1e3, "routed a generation");

@@ -20,6 +20,7 @@ use crate::api::browser::BrowserPolicy;
 use crate::api::{count_requests, router_with_access, AppState, MetricsKey};
 use crate::codec::{Catalog, CodecError};
 use crate::fleet::model_store::ModelStore;
+use crate::fleet::placement::PlacementConfig;
 use crate::fleet::Fleet;
 use crate::fleet::{listen, LinkListenConfig, LinkListener};
 use crate::keys::Keys;
@@ -63,6 +64,9 @@ pub struct HeadConfig {
     /// The session store (`/v1/sessions`); `None` answers those routes with
     /// a 404 that says how to turn them on.
     pub sessions: Option<SessionStore>,
+    /// How long a request waits for its model to load on a node, and when
+    /// an idle model is unloaded.
+    pub placement: PlacementConfig,
 }
 
 impl HeadConfig {
@@ -89,6 +93,7 @@ impl HeadConfig {
             max_queue: None,
             ollama_port: None,
             sessions: None,
+            placement: PlacementConfig::default(),
         }
     }
 }
@@ -189,7 +194,9 @@ pub async fn start(backend: &LlamaBackend, config: HeadConfig) -> Result<Running
     let mut fleet = Fleet::new()
         .with_model_store(store)
         .with_policy(config.route_policy)
-        .with_max_queue(config.max_queue);
+        .with_max_queue(config.max_queue)
+        .with_placement(config.placement);
+    tokio::spawn(fleet.clone().unload_idle_forever());
     if let Some(membership) = config.membership {
         fleet = fleet.with_membership(membership);
     }

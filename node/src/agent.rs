@@ -15,11 +15,13 @@
 mod control;
 mod drain;
 mod endpoints;
+mod place;
 mod provision;
 mod serve;
 mod session;
 
 use crate::engine::Engine;
+use crate::models::ModelSet;
 use drain::Drain;
 pub use drain::DRAIN_GRACE;
 use endpoints::Endpoints;
@@ -43,7 +45,8 @@ pub struct AgentConfig {
     /// this node; after that the node's key is enrolled and none is sent.
     pub join_token: Option<String>,
     /// The sha256 (hex) of the model file, told to the head in the hello
-    /// when the engine does not know it (see [`superfluid_link::digest`]).
+    /// when the engine does not know it (see [`superfluid_link::digest`]);
+    /// used by [`run_until`], whose one engine it describes.
     pub model_sha256: Option<String>,
     /// Where to save the [`Credential`] (`node.json`) once the head has
     /// welcomed this node with its join token.
@@ -107,9 +110,23 @@ pub async fn run_until<F>(
 where
     F: std::future::Future<Output = ()>,
 {
+    let models = Arc::new(ModelSet::single(engine, config.model_sha256.clone()));
+    run_models_until(models, config, shutdown).await
+}
+
+/// [`run_until`] for a node with several models, or one that loads the
+/// models the head places on it: `models` says which it serves now.
+pub async fn run_models_until<F>(
+    models: Arc<ModelSet>,
+    config: AgentConfig,
+    shutdown: impl Fn() -> F,
+) -> Result<(), AgentError>
+where
+    F: std::future::Future<Output = ()>,
+{
     let endpoints = Endpoints::new(&config)?;
     let drain = Drain::default();
-    let serving = serve_heads(&engine, &config, &endpoints, &drain);
+    let serving = serve_heads(&models, &config, &endpoints, &drain);
     tokio::pin!(serving);
     tokio::select! {
         ended = &mut serving => return ended,
@@ -132,7 +149,7 @@ where
 
 /// The body of [`run`] once the endpoints exist.
 async fn serve_heads(
-    engine: &Arc<dyn Engine>,
+    models: &Arc<ModelSet>,
     config: &AgentConfig,
     endpoints: &Endpoints,
     drain: &Drain,
@@ -141,7 +158,7 @@ async fn serve_heads(
     let mut token = config.join_token.clone();
     let mut failures: u32 = 0;
     loop {
-        let end = session(engine, config, endpoints, drain, &mut token).await?;
+        let end = session(models, config, endpoints, drain, &mut token).await?;
         if end.welcomed {
             failures = 0;
         }

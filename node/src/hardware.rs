@@ -28,6 +28,15 @@ pub fn describe() -> &'static str {
     })
 }
 
+/// Memory available for a new model now, in bytes (`MemAvailable` in
+/// `/proc/meminfo`); 0 where that cannot be read.
+pub fn free_memory() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    field(&meminfo, "MemAvailable")
+        .and_then(kibibytes)
+        .map_or(0, |kib| kib.saturating_mul(1024))
+}
+
 /// The description from the text of `/proc/cpuinfo` and `/proc/meminfo`.
 fn description(cpuinfo: &str, meminfo: &str, cores: usize, gpu: Option<&str>) -> String {
     let cpu = field(cpuinfo, "model name")

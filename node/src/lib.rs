@@ -10,6 +10,8 @@
 //! (as block hashes) and its load to a [`ledger::Ledger`], which the agent
 //! relays to the head on the control stream. A node started without a
 //! model fetches the head's into its [`model_cache::ModelCache`] first.
+//! A node may serve several models at once ([`models::ModelSet`]), loading
+//! and unloading them as the head places them.
 
 pub mod agent;
 pub mod credential;
@@ -19,6 +21,7 @@ pub mod hardware;
 pub mod ledger;
 pub mod llama;
 pub mod model_cache;
+pub mod models;
 pub mod schedule;
 pub mod scoring;
 

@@ -14,7 +14,8 @@
 //! head can route each prompt to the node that holds its prefix.
 //!
 //! A node that lacks a model the head serves fetches its file on a stream
-//! it opens itself ([`transfer`]).
+//! it opens itself ([`transfer`]). The head decides which models each node
+//! keeps loaded ([`placement`]).
 //!
 //! Frames are postcard-encoded and prefixed with their length as a `u32`
 //! big-endian; see [`frame`].
@@ -25,6 +26,7 @@ pub mod embed;
 pub mod frame;
 pub mod hardware;
 pub mod messages;
+pub mod placement;
 pub mod token;
 pub mod transfer;
 
@@ -34,12 +36,13 @@ pub use embed::{
 };
 pub use frame::{decode, encode, FrameError, FrameReader, LEN_PREFIX, MAX_FRAME};
 pub use messages::*;
+pub use placement::{ModelsReport, Placement};
 pub use token::JoinClaims;
 pub use transfer::{FetchProgress, FetchReply, FetchRequest, ModelOffer, NodeStream};
 
 /// The Link F protocol version spoken by this build. Peers with another
 /// version are refused with a message that names both.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// The ALPN identifier of Link F over QUIC.
 pub const ALPN: &[u8] = b"superfluid-linkf/1";

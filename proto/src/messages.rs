@@ -41,6 +41,9 @@ pub struct NodeHello {
     /// ([`crate::hardware::bounded`]).
     #[serde(default)]
     pub hardware: String,
+    /// Memory the machine has free for a model, in bytes; 0 if unknown.
+    #[serde(default)]
+    pub free_memory: u64,
 }
 
 /// The head's answer to a [`NodeHello`].
@@ -76,6 +79,10 @@ pub enum ControlMsg {
     Load(LoadReport),
     /// Node to head: how far the download of a model it lacks has come.
     Fetching(crate::transfer::FetchProgress),
+    /// Head to node: load or unload a model ([`crate::placement`]).
+    Place(crate::placement::Placement),
+    /// Node to head: the models it serves now, replacing its hello's list.
+    Models(crate::placement::ModelsReport),
 }
 
 /// Changes to the KV caches of one of a node's models.

@@ -161,3 +161,38 @@ pub(super) fn parse_label(text: &str) -> Result<(String, String), String> {
         _ => Err(format!("label {text:?} is not key=value")),
     }
 }
+
+/// `superfluid models`: where the fleet's models are loaded.
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// List the head's models and the nodes that have each loaded.
+    List {
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+    /// Load a model on a node (fetching its file from the head if the node
+    /// lacks it) and wait until it serves.
+    Load {
+        /// The model id, as /v1/models lists it.
+        model: String,
+        /// The node's id, name or key fingerprint [default: where a request would load it].
+        #[arg(long)]
+        node: Option<String>,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+    /// Unload a model from a node, or from every node that has it; running
+    /// generations finish first.
+    Unload {
+        /// The model id.
+        model: String,
+        /// The node's id, name or key fingerprint [default: every node].
+        #[arg(long)]
+        node: Option<String>,
+        #[command(flatten)]
+        admin: AdminFlags,
+    },
+}

@@ -90,6 +90,7 @@ async fn start(
             max_queue: Some(u32::MAX),
             ollama_port: None,
             sessions: None,
+            placement: Default::default(),
         },
     )
     .await

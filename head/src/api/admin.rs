@@ -39,6 +39,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/nodes/{node}/revoke", post(revoke))
         .route("/admin/v1/nodes/{node}/drain", post(drain))
         .merge(super::admin_keys::routes())
+        .merge(super::admin_models::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_admin_key,

@@ -15,7 +15,6 @@ use super::request_log;
 use super::request_metrics::RequestModel;
 use super::{ApiError, AppState, NODE_HEADER};
 use crate::codec::ModelCodec;
-use crate::fleet::FleetError;
 use axum::extract::State;
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
@@ -98,12 +97,7 @@ pub(crate) async fn compute(
     truncate: bool,
 ) -> Result<Embeddings, ApiError> {
     let state = admission.state;
-    let max = state
-        .fleet
-        .context_len(codec.id())
-        .ok_or_else(|| FleetError::NoNode {
-            model: codec.id().to_owned(),
-        })?;
+    let max = state.fleet.ready(codec.id()).await?;
     let mut inputs = match inputs {
         Inputs::Texts(texts) => {
             let codec = codec.clone();

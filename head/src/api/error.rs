@@ -254,6 +254,12 @@ impl ApiError {
                 Some("model".into()),
                 Some("no_node"),
             ),
+            Fleet(FleetError::NotLoaded { .. }) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "service_unavailable",
+                Some("model".into()),
+                Some("model_not_loaded"),
+            ),
             Fleet(FleetError::Busy { .. }) => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "fleet_busy",

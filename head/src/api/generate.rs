@@ -121,11 +121,7 @@ impl Generation {
                 format!("`{param}` is empty; give some text to continue"),
             ));
         }
-        let ctx = state.fleet.context_len(codec.id()).ok_or_else(|| {
-            ApiError::Fleet(crate::fleet::FleetError::NoNode {
-                model: codec.id().to_owned(),
-            })
-        })?;
+        let ctx = state.fleet.ready(codec.id()).await?;
         check_context(prompt.len(), ctx, param)?;
         let len = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
         let room = ctx.saturating_sub(len);

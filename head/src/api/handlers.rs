@@ -143,6 +143,7 @@ pub async fn models(
         .into_iter()
         .filter(|id| auth::may_list(caller.as_ref(), id))
         .map(|id| ModelCard {
+            loaded_on: state.fleet.loaded_on(&id),
             id,
             object: Object::Model,
             created,
@@ -158,13 +159,13 @@ pub async fn models(
 /// `GET /health`.
 ///
 /// 200 `{"status":"ok"}` while every served model has a node that takes
-/// work; otherwise 503 naming the models without one (`no_nodes`) or whose
+/// work (or a node that would load it on the first request for it); otherwise 503 naming the models without one (`no_nodes`) or whose
 /// every node is draining (`draining`), so that load balancers and scripts
 /// wait rather than send requests that would get 503 anyway.
 pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let (mut waiting, mut draining) = (Vec::new(), Vec::new());
     for id in state.catalog.ids() {
-        if state.fleet.context_len(&id).is_none() {
+        if state.fleet.context_len(&id).is_none() && !state.fleet.can_load(&id) {
             waiting.push(id);
         } else if state.fleet.only_draining(&id) {
             draining.push(id);

@@ -34,6 +34,7 @@ pub async fn retrieve(
         .map(|d| d.as_secs())
         .unwrap_or(0);
     Ok(Json(ModelCard {
+        loaded_on: state.fleet.loaded_on(&id),
         id,
         object: Object::Model,
         created,

@@ -207,7 +207,7 @@ async fn stream_error_event_is_the_openai_error_body() {
 }
 
 #[tokio::test]
-async fn model_list_has_exactly_the_openai_fields() {
+async fn model_list_has_the_openai_fields_and_where_each_is_loaded() {
     let (_, body) = send(
         Request::get("/v1/models")
             .body(Body::empty())
@@ -225,7 +225,9 @@ async fn model_list_has_exactly_the_openai_fields() {
         body,
         json!({
             "object": "list",
-            "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "superfluid"}],
+            // `loaded_on`, the one extension: the nodes that have it loaded
+            // (none in this fleet without nodes).
+            "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "superfluid", "loaded_on": []}],
         })
     );
 }

@@ -117,7 +117,7 @@ impl Fleet {
     }
 
     /// Exactly one connected node named `node`.
-    fn one(&self, node: &str) -> Result<Arc<NodeEntry>, FleetError> {
+    pub(super) fn one(&self, node: &str) -> Result<Arc<NodeEntry>, FleetError> {
         let mut found = self.registry().find(node);
         match found.len() {
             0 => Err(FleetError::UnknownNode {

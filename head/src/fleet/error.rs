@@ -11,6 +11,15 @@ pub enum FleetError {
         /// The model asked for.
         model: String,
     },
+    /// The head serves the model but no node has it loaded, and none could
+    /// load it in time; `reason` says why.
+    #[error("model {model:?} is not loaded on any node and could not be loaded: {reason}")]
+    NotLoaded {
+        /// The model asked for.
+        model: String,
+        /// Why: the node's error, or the timeout.
+        reason: String,
+    },
     /// Nodes serve the model, but every one is draining: it finishes what it
     /// runs and takes nothing new. The request may succeed later.
     #[error("every node that serves model {model:?} is draining: it finishes the generations it runs and takes no new ones (it is shutting down, or was drained with `superfluid fleet drain`); retry in a moment, or start another node with this model")]

@@ -94,6 +94,7 @@ async fn node(head: &Head, id: &Identity, token: Option<&str>, sha256: &str) -> 
         models: vec![model(sha256)],
         join_token: token.map(str::to_owned),
         hardware: "test machine".into(),
+        free_memory: 0,
     };
     write_frame(&mut send, &hello).await.unwrap();
     let reply: HeadReply = within(read_frame(&mut recv)).await.unwrap().unwrap();

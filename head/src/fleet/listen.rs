@@ -106,7 +106,7 @@ async fn serve_node(fleet: Fleet, joins: JoinLimit, incoming: quinn::Incoming) {
             return;
         }
     };
-    let (joining, mut send, recv) = match hello(&fleet, &joins, &conn).await {
+    let (joining, mut send, recv, placements) = match hello(&fleet, &joins, &conn).await {
         Ok(Some(parts)) => parts,
         Ok(None) => return,
         Err(reason) => {
@@ -152,11 +152,11 @@ async fn serve_node(fleet: Fleet, joins: JoinLimit, incoming: quinn::Incoming) {
         tracing::warn!(%from, error = %e, "could not welcome a node");
         return;
     }
-    if let Some(reason) = &entry.ineligible {
+    if let Some(reason) = &entry.serving().ineligible {
         tracing::warn!(node = %name, %node_id, %reason, "node joined but gets no work for some models");
     }
     tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
-    let heartbeat = tokio::spawn(superfluid_link::control::send_heartbeats(send));
+    let heartbeat = tokio::spawn(super::placement::write_control(send, placements));
     let streams = tokio::spawn(super::transfer::serve_node_streams(
         fleet.store.clone(),
         conn.clone(),
@@ -169,7 +169,12 @@ async fn serve_node(fleet: Fleet, joins: JoinLimit, incoming: quinn::Incoming) {
     tracing::info!(node = %name, %node_id, %reason, "node left");
 }
 
-type Hello = (Joining, SendStream, RecvStream);
+type Hello = (
+    Joining,
+    SendStream,
+    RecvStream,
+    tokio::sync::mpsc::UnboundedReceiver<ControlMsg>,
+);
 
 /// Reads the node's hello. `Ok(None)`: refused and closed; `Err`: protocol violation to close with.
 async fn hello(
@@ -228,15 +233,18 @@ async fn hello(
             }
         }
     };
+    let (placements, queued) = tokio::sync::mpsc::unbounded_channel();
     let joining = Joining {
         name: hello.name,
         fingerprint,
         models: hello.models,
         hardware: superfluid_proto::hardware::bounded(&hello.hardware),
+        free_memory: hello.free_memory,
         connection: conn.clone(),
         labels,
+        placements,
     };
-    Ok(Some((joining, send, recv)))
+    Ok(Some((joining, send, recv, queued)))
 }
 
 /// Sends `Refused`, gives it a moment to arrive, and closes with the same reason.
@@ -278,6 +286,12 @@ async fn control_loop(
                 entry.heartbeat();
                 fleet.fetches.report(&entry.node_id, progress);
             }
+            Ok(Some(ControlMsg::Models(report))) => {
+                entry.heartbeat();
+                fleet.models_changed(entry, report);
+            }
+            // Placements are the head's to send; ignored if a node sends one.
+            Ok(Some(ControlMsg::Place(_))) => {}
             Ok(None) => {
                 conn.close(CLOSE_NORMAL, b"the node ended its control stream");
                 return "the node ended its control stream".into();

@@ -43,8 +43,10 @@ fn joining(name: &str, node: &Identity, connected: &Connected) -> Joining {
             sha256: String::new(),
         }],
         hardware: String::new(),
+        free_memory: 0,
         connection: connected.head_side.clone(),
         labels: Vec::new(),
+        placements: tokio::sync::mpsc::unbounded_channel().0,
     }
 }
 

@@ -10,7 +10,7 @@ use std::{
 };
 use superfluid_link::sync::lock;
 use superfluid_link::Fingerprint;
-use superfluid_proto::ModelDescription;
+use superfluid_proto::{ControlMsg, ModelDescription};
 
 use crate::routing::NodeKey;
 
@@ -126,18 +126,32 @@ pub(crate) struct NodeEntry {
     pub(crate) name: String,
     pub(crate) fingerprint: Fingerprint,
     pub(crate) address: SocketAddr,
-    pub(crate) models: Vec<ModelDescription>,
+    /// What it serves now: its hello's models, then its models reports.
+    serving: Mutex<Served>,
     pub(crate) hardware: String,
     pub(crate) connected_since: SystemTime,
     pub(crate) connection: quinn::Connection,
     pub(crate) labels: Vec<(String, String)>,
-    /// Model ids the head routes to this node (id and file match the head's).
-    eligible: Vec<String>,
-    pub(crate) ineligible: Option<String>,
+    /// Where placements for the node go (its control stream's writer).
+    pub(crate) placements: tokio::sync::mpsc::UnboundedSender<ControlMsg>,
+    /// When each model was last routed here (or loaded), for unloading
+    /// idle ones.
+    pub(crate) used: Mutex<std::collections::HashMap<String, std::time::Instant>>,
     draining: AtomicBool,
     /// Milliseconds since the Unix epoch of the last heartbeat.
     last_heartbeat_ms: AtomicU64,
     served: AtomicU64,
+}
+
+/// The models a node serves, and which of them the head routes to it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Served {
+    pub(crate) models: Vec<ModelDescription>,
+    /// Model ids the head routes to this node (id and file match the head's).
+    pub(crate) eligible: Vec<String>,
+    pub(crate) ineligible: Option<String>,
+    /// Memory the node has free for another model, in bytes; 0 if unknown.
+    pub(crate) free_memory: u64,
 }
 
 /// A connection whose last heartbeat is older than this (two heartbeat
@@ -167,15 +181,60 @@ impl NodeEntry {
         self.served.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// What the node serves now.
+    pub(crate) fn serving(&self) -> Served {
+        lock(&self.serving).clone()
+    }
+
+    /// Replaces what the node serves (after it loaded or unloaded a model),
+    /// checked against `expected` as at its hello; returns what it served
+    /// before.
+    pub(crate) fn set_models(
+        &self,
+        models: Vec<ModelDescription>,
+        free_memory: u64,
+        expected: &[ModelDescription],
+    ) -> Served {
+        let (eligible, ineligible) = super::models::eligibility(&models, expected);
+        let now = std::time::Instant::now();
+        {
+            let mut used = lock(&self.used);
+            used.retain(|id, _| models.iter().any(|m| &m.id == id));
+            for m in &models {
+                used.entry(m.id.clone()).or_insert(now);
+            }
+        }
+        std::mem::replace(
+            &mut *lock(&self.serving),
+            Served {
+                models,
+                eligible,
+                ineligible,
+                free_memory,
+            },
+        )
+    }
+
+    /// Records that a generation of `model` was routed here now.
+    pub(crate) fn used(&self, model: &str) {
+        lock(&self.used).insert(model.to_owned(), std::time::Instant::now());
+    }
+
+    /// Whether the node is draining.
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
     /// The node as listings show it, with `in_flight` generations (the
     /// router's count) and the load of a node nothing is known of yet.
     pub(crate) fn snapshot(&self, in_flight: u32) -> NodeSnapshot {
+        let served = self.serving();
         NodeSnapshot {
             node_id: self.node_id.clone(),
             name: self.name.clone(),
             fingerprint: self.fingerprint,
             address: self.address,
-            models: self.models.clone(),
+            models: served.models.clone(),
             hardware: self.hardware.clone(),
             connected_since: self.connected_since,
             in_flight,
@@ -187,12 +246,12 @@ impl NodeEntry {
             },
             last_heartbeat: SystemTime::UNIX_EPOCH
                 + Duration::from_millis(self.last_heartbeat_ms.load(Ordering::Relaxed)),
-            slots: self.models.iter().map(|m| m.slots).sum(),
-            ctx: self.models.iter().map(|m| m.ctx).min().unwrap_or(0),
+            slots: served.models.iter().map(|m| m.slots).sum(),
+            ctx: served.models.iter().map(|m| m.ctx).min().unwrap_or(0),
             labels: self.labels.clone(),
-            ineligible: self.ineligible.clone(),
+            ineligible: served.ineligible.clone(),
             load: NodeLoadSnapshot {
-                idle_slots: self.models.iter().map(|m| m.slots).sum(),
+                idle_slots: served.models.iter().map(|m| m.slots).sum(),
                 ..NodeLoadSnapshot::default()
             },
             link_rtt: self.connection.rtt(),
@@ -201,13 +260,23 @@ impl NodeEntry {
 
     /// Slots for `model` if the head may route it here now.
     fn slots_for(&self, model: &str) -> Option<u32> {
-        if self.draining.load(Ordering::Relaxed) || !self.eligible.iter().any(|m| m == model) {
+        if self.draining.load(Ordering::Relaxed) {
             return None;
         }
-        self.models
+        let served = lock(&self.serving);
+        if !served.eligible.iter().any(|m| m == model) {
+            return None;
+        }
+        served
+            .models
             .iter()
             .find(|m| m.id == model)
             .map(|m| m.slots.max(1))
+    }
+
+    /// Whether the head routes `model` here (draining or not).
+    pub(crate) fn serves(&self, model: &str) -> bool {
+        lock(&self.serving).eligible.iter().any(|m| m == model)
     }
 }
 
@@ -218,8 +287,10 @@ pub(crate) struct Joining {
     pub(crate) fingerprint: Fingerprint,
     pub(crate) models: Vec<ModelDescription>,
     pub(crate) hardware: String,
+    pub(crate) free_memory: u64,
     pub(crate) connection: quinn::Connection,
     pub(crate) labels: Vec<(String, String)>,
+    pub(crate) placements: tokio::sync::mpsc::UnboundedSender<ControlMsg>,
 }
 
 /// Another live connection holds the key a joining node presents.
@@ -263,19 +334,30 @@ impl Registry {
     ) -> Result<Arc<NodeEntry>, Taken> {
         let (eligible, ineligible) = super::models::eligibility(&joining.models, expected);
         let now = SystemTime::now();
+        let started = std::time::Instant::now();
+        let used = joining
+            .models
+            .iter()
+            .map(|m| (m.id.clone(), started))
+            .collect();
         let entry = Arc::new(NodeEntry {
             key,
             node_id,
             name: joining.name,
             fingerprint: joining.fingerprint,
             address: joining.connection.remote_address(),
-            models: joining.models,
+            serving: Mutex::new(Served {
+                models: joining.models,
+                eligible,
+                ineligible,
+                free_memory: joining.free_memory,
+            }),
             hardware: joining.hardware,
             connected_since: now,
             connection: joining.connection,
             labels: joining.labels,
-            eligible,
-            ineligible,
+            placements: joining.placements,
+            used: Mutex::new(used),
             draining: AtomicBool::new(false),
             last_heartbeat_ms: AtomicU64::new(unix_ms(now)),
             served: AtomicU64::new(0),
@@ -359,10 +441,7 @@ impl Registry {
     /// and at least one is draining.
     pub(crate) fn only_draining(&self, model: &str, skip: &[String]) -> bool {
         let nodes = self.lock();
-        let serving: Vec<_> = nodes
-            .iter()
-            .filter(|n| n.eligible.iter().any(|m| m == model))
-            .collect();
+        let serving: Vec<_> = nodes.iter().filter(|n| n.serves(model)).collect();
         let draining = |n: &&Arc<NodeEntry>| n.draining.load(Ordering::Relaxed);
         serving.iter().any(draining)
             && serving
@@ -374,10 +453,11 @@ impl Registry {
     pub(crate) fn context_len(&self, model: &str) -> Option<u32> {
         self.lock()
             .iter()
-            .filter(|n| n.eligible.iter().any(|m| m == model))
-            .flat_map(|n| n.models.iter())
-            .filter(|m| m.id == model)
-            .map(|m| m.ctx)
+            .filter(|n| n.serves(model))
+            .filter_map(|n| {
+                let served = lock(&n.serving);
+                served.models.iter().find(|m| m.id == model).map(|m| m.ctx)
+            })
             .min()
     }
 

@@ -84,6 +84,7 @@ async fn stub_node(
             models,
             join_token: None,
             hardware: "test machine".into(),
+            free_memory: 0,
         },
     )
     .await

@@ -1,14 +1,19 @@
-//! The node's side of the control stream after the hello: heartbeats, the
-//! engine's KV cache updates and its load reports, all from one writer.
+//! The node's side of the control stream after the hello: heartbeats, each
+//! loaded model's KV cache updates and load reports, the models it serves
+//! after each load or unload, and whatever else the agent queues (fetch
+//! progress, failed loads), all from one writer.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::select_all;
 use superfluid_link::{control::HEARTBEAT_INTERVAL, quinn::SendStream, write_frame, FrameIoError};
-use superfluid_proto::{ControlMsg, KvEvent, KvUpdate};
+use superfluid_proto::{ControlMsg, KvEvent, KvUpdate, LoadReport};
+use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 
 use crate::ledger::Ledger;
+use crate::models::ModelSet;
 
 /// How often the load is checked and, when it changed, reported.
 pub const LOAD_INTERVAL: Duration = Duration::from_millis(250);
@@ -17,44 +22,120 @@ pub const LOAD_INTERVAL: Duration = Duration::from_millis(250);
 /// state stays well under the frame limit.
 const MAX_BLOCKS_PER_MESSAGE: usize = 100_000;
 
-/// Owns the control stream's send side: first the full cache state and the
-/// load, then heartbeats every [`HEARTBEAT_INTERVAL`] (each with the load),
-/// cache changes as soon as the engine makes them, and the load every
-/// [`LOAD_INTERVAL`] when it changed. Returns when a write fails (the
-/// connection is gone).
-pub(super) async fn write_control(mut send: SendStream, ledger: Arc<Ledger>) {
-    if let Err(e) = run(&mut send, &ledger).await {
+/// Owns the control stream's send side: first each model's full cache
+/// state and load, then heartbeats every [`HEARTBEAT_INTERVAL`] (each with
+/// the loads), cache changes as soon as an engine makes them, the loads
+/// every [`LOAD_INTERVAL`] when they changed, a models report after each
+/// load or unload (with the new model's cache state), and what `outbox`
+/// carries. Returns when a write fails (the connection is gone).
+pub(super) async fn write_control(
+    mut send: SendStream,
+    models: Arc<ModelSet>,
+    outbox: mpsc::Receiver<ControlMsg>,
+) {
+    if let Err(e) = run(&mut send, &models, outbox).await {
         tracing::debug!(error = %e, "the control stream ended");
     }
 }
 
-async fn run(send: &mut SendStream, ledger: &Ledger) -> Result<(), FrameIoError> {
-    write_kv(send, ledger.snapshot()).await?;
-    let mut last_load = ledger.load_report();
-    write_frame(send, &ControlMsg::Load(last_load.clone())).await?;
+/// The ledgers of the loaded models and the loads last reported for them.
+struct Reported {
+    ledgers: Vec<Arc<Ledger>>,
+    loads: Vec<LoadReport>,
+}
+
+impl Reported {
+    /// Reports the full state of every model not reported before.
+    async fn refresh(
+        &mut self,
+        send: &mut SendStream,
+        models: &ModelSet,
+    ) -> Result<(), FrameIoError> {
+        let now: Vec<Arc<Ledger>> = models
+            .engines()
+            .iter()
+            .map(|e| e.ledger().clone())
+            .collect();
+        let mut loads = Vec::with_capacity(now.len());
+        for ledger in &now {
+            let known = self.ledgers.iter().position(|l| Arc::ptr_eq(l, ledger));
+            match known {
+                Some(i) => loads.push(self.loads[i].clone()),
+                None => {
+                    write_kv(send, ledger.snapshot()).await?;
+                    let load = ledger.load_report();
+                    write_frame(send, &ControlMsg::Load(load.clone())).await?;
+                    loads.push(load);
+                }
+            }
+        }
+        self.ledgers = now;
+        self.loads = loads;
+        Ok(())
+    }
+
+    /// Sends every model's load, or only those that changed.
+    async fn loads(&mut self, send: &mut SendStream, all: bool) -> Result<(), FrameIoError> {
+        for (ledger, last) in self.ledgers.iter().zip(self.loads.iter_mut()) {
+            let now = ledger.load_report();
+            if all || now != *last {
+                write_frame(send, &ControlMsg::Load(now.clone())).await?;
+                *last = now;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn run(
+    send: &mut SendStream,
+    models: &ModelSet,
+    mut outbox: mpsc::Receiver<ControlMsg>,
+) -> Result<(), FrameIoError> {
+    let mut changes = models.subscribe();
+    changes.mark_unchanged();
+    let mut reported = Reported {
+        ledgers: Vec::new(),
+        loads: Vec::new(),
+    };
+    reported.refresh(send, models).await?;
     let mut heartbeat = tokio::time::interval(HEARTBEAT_INTERVAL);
     heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut load = tokio::time::interval(LOAD_INTERVAL);
     load.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut outbox_open = true;
     loop {
+        let kv_changed = async {
+            if reported.ledgers.is_empty() {
+                std::future::pending::<usize>().await
+            } else {
+                select_all(reported.ledgers.iter().map(|l| Box::pin(l.changed())))
+                    .await
+                    .1
+            }
+        };
         tokio::select! {
             _ = heartbeat.tick() => {
                 write_frame(send, &ControlMsg::Heartbeat).await?;
-                last_load = ledger.load_report();
-                write_frame(send, &ControlMsg::Load(last_load.clone())).await?;
+                reported.loads(send, true).await?;
             }
-            () = ledger.changed() => {
-                if let Some(update) = ledger.take() {
+            i = kv_changed => {
+                if let Some(update) = reported.ledgers.get(i).and_then(|l| l.take()) {
                     write_kv(send, update).await?;
                 }
             }
-            _ = load.tick() => {
-                let now = ledger.load_report();
-                if now != last_load {
-                    write_frame(send, &ControlMsg::Load(now.clone())).await?;
-                    last_load = now;
+            _ = load.tick() => reported.loads(send, false).await?,
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return Ok(());
                 }
+                reported.refresh(send, models).await?;
+                write_frame(send, &super::place::report(models, None)).await?;
             }
+            msg = outbox.recv(), if outbox_open => match msg {
+                Some(msg) => write_frame(send, &msg).await?,
+                None => outbox_open = false,
+            },
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One generation stream: read the request, run it, forward its events.
 
 use crate::engine::Engine;
-use std::sync::Arc;
+use crate::models::ModelSet;
 use superfluid_link::{
     control::{STREAM_BAD_FRAME, STREAM_CANCELLED},
     quinn::{RecvStream, SendStream},
@@ -16,15 +16,21 @@ const DELIVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// Serves one stream the head opened. Each event is written as soon as the
 /// engine yields it. If the head stops reading or resets the stream, the
 /// [`crate::engine::Generation`] is dropped at once, which cancels it.
-pub(super) async fn serve_stream(
-    engine: Arc<dyn Engine>,
-    mut send: SendStream,
-    mut recv: RecvStream,
-) {
+pub(super) async fn serve_stream(models: &ModelSet, mut send: SendStream, mut recv: RecvStream) {
     let request = match read_frame::<HeadStream>(&mut recv).await {
         Ok(Some(HeadStream::Generate(request))) => request,
         Ok(Some(HeadStream::Embed(request))) => {
-            return serve_embed(&*engine, request, send, recv).await
+            let Some(engine) = models.engine(&request.model) else {
+                let reply = EmbedReply::Failed {
+                    kind: FailureKind::UnknownModel,
+                    message: not_loaded(models, &request.model),
+                };
+                if write_frame(&mut send, &reply).await.is_ok() {
+                    let _ = send.finish();
+                }
+                return;
+            };
+            return serve_embed(&*engine, request, send, recv).await;
         }
         Ok(None) => {
             let _ = send.reset(STREAM_BAD_FRAME);
@@ -40,6 +46,16 @@ pub(super) async fn serve_stream(
             tracing::debug!(error = %e, "generation stream failed before its request");
             return;
         }
+    };
+    let Some(engine) = models.engine(&request.model) else {
+        let failed = GenerateEvent::Failed {
+            kind: FailureKind::UnknownModel,
+            message: not_loaded(models, &request.model),
+        };
+        if write_frame(&mut send, &failed).await.is_ok() {
+            let _ = send.finish();
+        }
+        return;
     };
     let mut generation = match engine.submit(request) {
         Ok(generation) => generation,
@@ -126,6 +142,19 @@ async fn serve_embed(
         let _ = send.finish();
         let _ = tokio::time::timeout(DELIVERY_WAIT, send.stopped()).await;
     }
+}
+
+/// Why a request for `model` finds no engine here.
+fn not_loaded(models: &ModelSet, model: &str) -> String {
+    let loaded: Vec<String> = models.descriptions().into_iter().map(|m| m.id).collect();
+    format!(
+        "this node does not have model {model:?} loaded; it serves {}",
+        if loaded.is_empty() {
+            "none".to_owned()
+        } else {
+            loaded.join(", ")
+        }
+    )
 }
 
 /// Completes when the head resets its side of the stream (or the connection

@@ -3,8 +3,8 @@
 
 use super::drain::{self, Drain};
 use super::endpoints::Endpoints;
-use super::{control, serve, AgentConfig, AgentError};
-use crate::{credential::Credential, engine::Engine};
+use super::{control, place, serve, AgentConfig, AgentError};
+use crate::{credential::Credential, models::ModelSet};
 use std::{net::SocketAddr, sync::Arc};
 use superfluid_link::{
     connect,
@@ -86,7 +86,7 @@ pub(super) async fn dial(
 
 /// One connection: hello, then serve streams until the connection ends.
 pub(super) async fn session(
-    engine: &Arc<dyn Engine>,
+    models: &Arc<ModelSet>,
     config: &AgentConfig,
     endpoints: &Endpoints,
     drain: &Drain,
@@ -107,15 +107,14 @@ pub(super) async fn session(
         addr: Some(addr),
         why: Ended::Lost(e),
     };
-    let mut model = engine.info().model.clone();
-    if let Some(sha256) = config
-        .model_sha256
-        .as_ref()
-        .filter(|_| model.sha256.is_empty())
-    {
-        model.sha256 = sha256.clone();
-    }
-    let hello = hello(&conn, vec![model], config, addr, join_token.as_deref()).await;
+    let hello = hello(
+        &conn,
+        models.descriptions(),
+        config,
+        addr,
+        join_token.as_deref(),
+    )
+    .await;
     let (send, recv) = match hello {
         Ok(Ok(welcomed)) => (welcomed.send, welcomed.recv),
         Ok(Err(reason)) => {
@@ -151,16 +150,21 @@ pub(super) async fn session(
             why: Ended::Joined,
         });
     }
-    let writer = tokio::spawn(control::write_control(send, engine.ledger().clone()));
-    let control = tokio::spawn(control_reader(conn.clone(), recv));
+    let (outbox, queued) = tokio::sync::mpsc::channel(64);
+    let writer = tokio::spawn(control::write_control(send, models.clone(), queued));
+    let placements = Placements {
+        models: models.clone(),
+        outbox,
+    };
+    let control = tokio::spawn(control_reader(conn.clone(), recv, Some(placements)));
     let error = loop {
         match conn.accept_bi().await {
             Ok((send, recv)) if drain.is_draining() => drain::refuse(send, recv),
             Ok((send, recv)) => {
                 let running = drain.track();
-                let engine = engine.clone();
+                let models = models.clone();
                 tokio::spawn(async move {
-                    serve::serve_stream(engine, send, recv).await;
+                    serve::serve_stream(&models, send, recv).await;
                     drop(running);
                 });
             }
@@ -200,6 +204,7 @@ pub(super) async fn hello(
         models,
         join_token: join_token.map(str::to_owned),
         hardware: crate::hardware::describe().to_owned(),
+        free_memory: crate::hardware::free_memory(),
     };
     write_frame(&mut send, &hello)
         .await
@@ -241,17 +246,41 @@ pub(super) async fn hello(
     }
 }
 
+/// Where the head's placements go: the node's models, and the control
+/// stream's queue for reports.
+pub(super) struct Placements {
+    models: Arc<ModelSet>,
+    outbox: tokio::sync::mpsc::Sender<ControlMsg>,
+}
+
 /// Reads the head's control messages; a bad one closes the connection.
-pub(super) async fn control_reader(conn: quinn::Connection, mut recv: RecvStream) {
+/// Placements are carried out when `placements` is given (a serving
+/// connection), and ignored otherwise.
+pub(super) async fn control_reader(
+    conn: quinn::Connection,
+    mut recv: RecvStream,
+    placements: Option<Placements>,
+) {
     loop {
         match read_frame::<ControlMsg>(&mut recv).await {
-            // The head sends only heartbeats; cache and load reports are the
-            // node's to send, and ignored if a head ever sends one.
+            Ok(Some(ControlMsg::Place(placement))) => {
+                if let Some(p) = &placements {
+                    tokio::spawn(place::apply(
+                        p.models.clone(),
+                        conn.clone(),
+                        placement,
+                        p.outbox.clone(),
+                    ));
+                }
+            }
+            // Cache, load and model reports are the node's to send, and
+            // ignored if a head ever sends one.
             Ok(Some(
                 ControlMsg::Heartbeat
                 | ControlMsg::Kv(_)
                 | ControlMsg::Load(_)
-                | ControlMsg::Fetching(_),
+                | ControlMsg::Fetching(_)
+                | ControlMsg::Models(_),
             )) => {}
             Ok(None) => {
                 conn.close(

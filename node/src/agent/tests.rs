@@ -177,6 +177,7 @@ async fn agent_says_hello_and_serves_a_generation_from_the_fake_engine() {
             models: vec![model()],
             join_token: None,
             hardware: crate::hardware::describe().to_owned(),
+            free_memory: 0,
         }
     );
 

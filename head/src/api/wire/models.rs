@@ -23,4 +23,7 @@ pub struct ModelCard {
     pub created: u64,
     /// Always `superfluid`.
     pub owned_by: String,
+    /// An extension: the names of the nodes that have the model loaded now
+    /// (empty: the first request for it loads it on a node).
+    pub loaded_on: Vec<String>,
 }

@@ -111,6 +111,7 @@ fn text_completions_and_the_model_list_round_trip() {
             object: Object::Model,
             created: 1,
             owned_by: "superfluid".into(),
+            loaded_on: vec!["node-a".into()],
         }],
     });
 }

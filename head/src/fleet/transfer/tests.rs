@@ -119,6 +119,7 @@ mod over_link {
             models: Vec::new(),
             join_token: None,
             hardware: "test machine".into(),
+            free_memory: 0,
         };
         write_frame(&mut control, &hello).await.unwrap();
         let HeadReply::Welcome {
