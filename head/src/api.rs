@@ -71,6 +71,8 @@ mod node_tests;
 #[cfg(test)]
 mod overload_tests;
 #[cfg(test)]
+mod session_failure_tests;
+#[cfg(test)]
 mod shape_tests;
 #[cfg(test)]
 mod tests;
