@@ -17,6 +17,7 @@ use superfluid_head::fleet::placement::PlacementConfig;
 use superfluid_head::keys::Keys;
 use superfluid_head::routing::RoutePolicy;
 use superfluid_head::server::connections::DEFAULT_MAX_CONNECTIONS;
+use superfluid_head::sessions::SessionLimits;
 
 /// An LLM inference fleet for machines you own.
 #[derive(Debug, Parser)]
@@ -177,6 +178,36 @@ impl PlacementFlags {
     }
 }
 
+/// The limits on stored sessions; a request past one is refused with an
+/// error that names the limit and its flag.
+#[derive(Debug, Args)]
+pub struct SessionLimitFlags {
+    /// Events one session may hold (its inherited history included).
+    #[arg(long, env = "SUPERFLUID_SESSION_MAX_EVENTS", default_value_t = SessionLimits::default().max_events)]
+    pub session_max_events: u64,
+    /// Bytes one stored message may have (its JSON as stored).
+    #[arg(long, env = "SUPERFLUID_SESSION_MAX_MESSAGE_BYTES", default_value_t = SessionLimits::default().max_message_bytes)]
+    pub session_max_message_bytes: u64,
+    /// Sessions one API key may hold (without keys, all clients together).
+    #[arg(long, env = "SUPERFLUID_SESSION_MAX_PER_KEY", default_value_t = SessionLimits::default().max_sessions_per_key)]
+    pub session_max_per_key: u64,
+    /// Bytes the session database may use, all sessions together.
+    #[arg(long, env = "SUPERFLUID_SESSION_MAX_TOTAL_BYTES", default_value_t = SessionLimits::default().max_total_bytes)]
+    pub session_max_total_bytes: u64,
+}
+
+impl SessionLimitFlags {
+    /// The limits the session store enforces.
+    pub fn limits(&self) -> SessionLimits {
+        SessionLimits {
+            max_events: self.session_max_events,
+            max_message_bytes: self.session_max_message_bytes,
+            max_sessions_per_key: self.session_max_per_key,
+            max_total_bytes: self.session_max_total_bytes,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ServeFlags {
     #[command(flatten)]
@@ -206,6 +237,8 @@ pub struct ServeFlags {
     /// Where the sessions database (sessions.db) is kept [default: $SUPERFLUID_HOME].
     #[arg(long, env = "SUPERFLUID_SERVE_DIR")]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub session_limits: SessionLimitFlags,
     /// An embedding model (a GGUF that names a pooling type, such as the
     /// all-MiniLM-L6-v2 scripts/setup installs) to serve beside --model,
     /// for /v1/embeddings and Ollama's /api/embed.
@@ -247,6 +280,8 @@ pub struct HeadFlags {
     pub models: Vec<PathBuf>,
     #[command(flatten)]
     pub placement: PlacementFlags,
+    #[command(flatten)]
+    pub session_limits: SessionLimitFlags,
     /// Do not advertise the head on the LAN by mDNS.
     #[arg(long)]
     pub no_mdns: bool,

@@ -141,6 +141,13 @@ async fn embedding_refusals_say_what_to_do() {
         message.contains("embedding model") && message.contains(MODEL),
         "{message}"
     );
+    // A chat request naming it gets the same refusal, not a template error.
+    let chat =
+        json!({"model": EMBED, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4});
+    let (status, answer) = server.post("/v1/chat/completions", &chat).await.unwrap();
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(error_message(&answer), message, "{answer}");
+    assert_eq!(answer["error"]["param"], "model", "{answer}");
     // Both models are listed, and chat still works beside embeddings.
     let models = server
         .client

@@ -1,7 +1,8 @@
 //! `Idempotency-Key` end to end on `superfluid serve` with the real model:
 //! a repeat answers the first result again without generating, another
 //! body under the same key is refused with 422, a repeat while the first
-//! still runs with 409, and a streamed request with a key with 400.
+//! still runs with 409, and a streamed request with a key with 400; on
+//! Anthropic's messages and Ollama's chat and generate too.
 
 use std::time::Duration;
 
@@ -149,4 +150,50 @@ async fn a_key_still_running_is_refused_with_409_and_a_streamed_request_with_400
     assert_eq!(first.await.expect("the first request"), 200);
     let (status, replayed, _) = keyed(&server, "/v1/chat/completions", "r-1", &long).await;
     assert_eq!((status, replayed), (200, true));
+}
+
+#[tokio::test]
+async fn anthropic_messages_and_ollama_chat_and_generate_answer_a_repeated_key_once() {
+    let _serial = serial().await;
+    let dir = TempDir::new("idempotency-other-apis");
+    let server = serve(&dir);
+
+    // Anthropic's Messages API: sampled, so a second generation would differ.
+    let messages = json!({"model": MODEL, "max_tokens": 24, "temperature": 1.0,
+        "messages": [{"role": "user", "content": "Tell me a fact about the sea."}]});
+    let (status, replayed, first) = keyed(&server, "/v1/messages", "a-1", &messages).await;
+    assert_eq!((status, replayed), (200, false), "{first}");
+    let (status, replayed, again) = keyed(&server, "/v1/messages", "a-1", &messages).await;
+    assert_eq!((status, replayed), (200, true), "{again}");
+    assert_eq!(again, first);
+    let mut other = messages.clone();
+    other["max_tokens"] = json!(8);
+    let (status, _, refused) = keyed(&server, "/v1/messages", "a-1", &other).await;
+    assert_eq!(status, 422, "{refused}");
+    // In Anthropic's error shape.
+    assert_eq!(refused["type"], "error", "{refused}");
+    let said = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("different request"), "{refused}");
+
+    // Ollama's chat and generate, which stream unless told not to.
+    let options = json!({"temperature": 1.0, "num_predict": 24});
+    let chat = json!({"model": MODEL, "stream": false, "options": options,
+        "messages": [{"role": "user", "content": "Tell me a fact about the sea."}]});
+    let generate = json!({"model": MODEL, "stream": false, "options": options,
+        "prompt": "Tell me a fact about the moon."});
+    for (path, body) in [("/api/chat", chat), ("/api/generate", generate)] {
+        let key = format!("{path}-1");
+        let (status, replayed, first) = keyed(&server, path, &key, &body).await;
+        assert_eq!((status, replayed), (200, false), "{path}: {first}");
+        let (status, replayed, again) = keyed(&server, path, &key, &body).await;
+        assert_eq!((status, replayed), (200, true), "{path}: {again}");
+        assert_eq!(again, first, "{path}");
+        // A key with Ollama's default stream is refused, in Ollama's shape.
+        let mut streamed = body.clone();
+        streamed.as_object_mut().map(|b| b.remove("stream"));
+        let (status, _, refused) = keyed(&server, path, &format!("{path}-2"), &streamed).await;
+        assert_eq!(status, 400, "{path}: {refused}");
+        let said = refused["error"].as_str().unwrap_or_default();
+        assert!(said.contains("\"stream\": false"), "{path}: {refused}");
+    }
 }

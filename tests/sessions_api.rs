@@ -12,19 +12,19 @@ use crate::sessions_crash::temp_dir;
 use crate::support::{chat, error_message, Server, MODEL};
 
 /// An answer: status, `ETag`, body.
-struct Answer {
-    status: u16,
-    etag: Option<String>,
-    body: Value,
+pub(crate) struct Answer {
+    pub status: u16,
+    pub etag: Option<String>,
+    pub body: Value,
 }
 
-fn serve(dir: &Path, extra: &[&str]) -> Server {
+pub(crate) fn serve(dir: &Path, extra: &[&str]) -> Server {
     let mut args = vec!["--data-dir", dir.to_str().expect("a UTF-8 temp dir")];
     args.extend_from_slice(extra);
     Server::start(&args).expect("starting superfluid serve")
 }
 
-async fn call(
+pub(crate) async fn call(
     server: &Server,
     method: Method,
     path: &str,
@@ -50,11 +50,11 @@ async fn call(
     Answer { status, etag, body }
 }
 
-async fn post(server: &Server, path: &str, body: &Value) -> Answer {
+pub(crate) async fn post(server: &Server, path: &str, body: &Value) -> Answer {
     call(server, Method::POST, path, Some(body), &[]).await
 }
 
-async fn get(server: &Server, path: &str) -> Answer {
+pub(crate) async fn get(server: &Server, path: &str) -> Answer {
     call(server, Method::GET, path, None, &[]).await
 }
 
@@ -86,7 +86,7 @@ fn kinds(events: &Value) -> Vec<(i64, String)> {
 }
 
 /// The error body's `code`.
-fn code(body: &Value) -> &str {
+pub(crate) fn code(body: &Value) -> &str {
     body["error"]["code"].as_str().unwrap_or("")
 }
 

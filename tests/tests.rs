@@ -40,6 +40,7 @@ mod serve_tools;
 mod sessions_api;
 mod sessions_corruption;
 mod sessions_crash;
+mod sessions_limits;
 mod status_page;
 mod stop_support;
 mod top;

@@ -72,6 +72,8 @@ mod node_tests;
 #[cfg(test)]
 mod overload_tests;
 #[cfg(test)]
+mod session_failure_tests;
+#[cfg(test)]
 mod shape_tests;
 #[cfg(test)]
 mod tests;
@@ -124,10 +126,17 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         ));
     let recent_requests = Arc::new(recent::Recent::default());
     let keyed = state.clone();
+    let ollama_keyed = state.clone();
     let once = move |route: MethodRouter<AppState>| {
         route.layer(middleware::from_fn_with_state(
             keyed.clone(),
             idempotency::once,
+        ))
+    };
+    let once_ollama = move |route: MethodRouter<AppState>| {
+        route.layer(middleware::from_fn_with_state(
+            ollama_keyed.clone(),
+            idempotency::once_ollama,
         ))
     };
     Router::new()
@@ -137,10 +146,10 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         .route("/v1/models", get(handlers::models))
         .route("/v1/models/{*id}", get(model_retrieve::retrieve))
         .route("/v1/fleet", get(fleet_view::fleet))
-        .merge(ollama::routes())
+        .merge(ollama::routes(&once_ollama))
         .merge(sessions::routes(&once))
         .merge(responses::routes(&once))
-        .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages", once(post(anthropic::messages)))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         // Only the routes above pass the key check.
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))

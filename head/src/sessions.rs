@@ -21,12 +21,15 @@
 //! - [`ops`]: the changes, as run inside the writer's transaction.
 //! - [`read`]: the queries readers run.
 //! - [`idempotency`]: answers kept for `Idempotency-Key`.
+//! - [`limits`]: events per session, bytes per message, sessions per key
+//!   and total size, checked before a change writes anything.
 //! - [`store`]: the [`SessionStore`] handle that ties them together.
 
 pub mod error;
 mod history;
 pub mod hot;
 pub mod idempotency;
+pub mod limits;
 mod open;
 mod ops;
 mod read;
@@ -35,11 +38,14 @@ pub mod types;
 mod writer;
 
 #[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
 mod tests;
 
-pub use error::SessionError;
+pub use error::{Limit, SessionError};
 pub use hot::GenerationGuard;
-pub use store::SessionStore;
+pub use limits::SessionLimits;
+pub use store::{Made, SessionStore, Turn};
 pub use types::{Event, EventId, EventKind, Meta, MetaPatch, SessionId, SessionInfo};
 
 /// The session database's file name in the head's data dir.

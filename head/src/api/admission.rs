@@ -55,6 +55,24 @@ impl Admission<'_> {
         Ok(codec)
     }
 
+    /// [`Admission::model`] for a request that generates text: an
+    /// embedding model is refused with a 400 that says so, before its
+    /// missing chat template could be blamed.
+    pub fn text_model(
+        &self,
+        id: &str,
+        counted: Option<&Extension<RequestModel>>,
+    ) -> Result<Arc<ModelCodec>, ApiError> {
+        let codec = self.model(id, counted)?;
+        self.text_only(&codec)?;
+        Ok(codec)
+    }
+
+    /// Refuses an embedding model for a request that generates text.
+    pub fn text_only(&self, codec: &ModelCodec) -> Result<(), ApiError> {
+        refuse_embedding_model(self.state, codec)
+    }
+
     /// Sends `prompt` to a node and meters the generation to the caller's
     /// key; `param` names the request field the prompt came from.
     pub async fn start(

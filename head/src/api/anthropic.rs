@@ -58,7 +58,7 @@ pub async fn messages(
             received,
             caller: caller.as_ref(),
         };
-        let codec = admission.model(req.model_id()?, counted.as_ref())?;
+        let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
         if let Some(user) = req.user_id() {
             tracing::info!(user_id = %user, "metadata.user_id");
         }
@@ -104,7 +104,7 @@ pub async fn count_tokens(
             received: Instant::now(),
             caller: caller.as_ref(),
         };
-        let codec = admission.model(req.model_id()?, counted.as_ref())?;
+        let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
         let mut conversation = req.conversation()?;
         if let Some(tools) = req.tool_set()? {
             conversation.messages = prompt::with_tools(conversation.messages, &tools);

@@ -44,7 +44,7 @@ pub async fn chat(
             received,
             caller: caller.as_ref(),
         };
-        let codec = admission.model(req.model_id()?, counted.as_ref())?;
+        let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
         req.check_fields(Endpoint::Chat)?;
         log_user(&req);
         let messages = req.chat_messages()?;

@@ -1,6 +1,7 @@
 //! `Idempotency-Key` on the POST routes that generate or write (chat
-//! completions, completions, responses, and the sessions routes that
-//! create, append, generate, fork or trim).
+//! completions, completions, responses, the sessions routes that create,
+//! append, generate, fork or trim, Anthropic's messages, and Ollama's chat
+//! and generate).
 //!
 //! The first answer to a keyed request is kept for 24 hours beside the
 //! sessions ([`crate::sessions::idempotency`]), scoped to the API key that
@@ -10,9 +11,10 @@
 //! 422; the same key while its first request still runs, with 409.
 //!
 //! Answers that a retry should not get again are not kept: 5xx, 408, 409,
-//! 425 and 429. A streamed request (`"stream": true`) with a key is refused
-//! with 400: its answer is a live event stream, not a result to hand back
-//! twice.
+//! 425 and 429. A streamed request (`"stream": true`; on Ollama's routes,
+//! which stream unless told not to, any request without `"stream": false`)
+//! with a key is refused with 400: its answer is a live event stream, not a
+//! result to hand back twice.
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{Request, State};
@@ -24,6 +26,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::auth::Caller;
+use super::ollama::OllamaError;
 use super::{ApiError, AppState};
 use crate::sessions::idempotency::Kept;
 
@@ -49,6 +52,27 @@ pub async fn once(
     caller: Option<Extension<Caller>>,
     request: Request,
     next: Next,
+) -> Result<Response, ApiError> {
+    keyed(&state, caller, request, next, false).await
+}
+
+/// The middleware for Ollama's routes: they stream unless the body says
+/// `"stream": false`, and their errors are Ollama's.
+pub async fn once_ollama(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    request: Request,
+    next: Next,
+) -> Result<Response, OllamaError> {
+    Ok(keyed(&state, caller, request, next, true).await?)
+}
+
+async fn keyed(
+    state: &AppState,
+    caller: Option<Extension<Caller>>,
+    request: Request,
+    next: Next,
+    streams_by_default: bool,
 ) -> Result<Response, ApiError> {
     let Some(value) = request.headers().get(HEADER) else {
         return Ok(next.run(request).await);
@@ -81,10 +105,15 @@ pub async fn once(
     let bytes = to_bytes(body, MAX_BODY)
         .await
         .map_err(|_| ApiError::TooLarge)?;
-    if streams(&bytes) {
+    if streams(&bytes, streams_by_default) {
+        let ask = if streams_by_default {
+            "send `\"stream\": false` (this route streams unless told not to)"
+        } else {
+            "ask without streaming"
+        };
         return Err(ApiError::param(
             "Idempotency-Key",
-            "`Idempotency-Key` is not taken with `\"stream\": true`: a stream cannot be answered again; drop the key, or ask without streaming",
+            format!("`Idempotency-Key` is not taken with a streamed answer: a stream cannot be answered again; drop the key, or {ask}"),
         ));
     }
     let fingerprint = fingerprint(&parts.method, parts.uri.path(), &bytes);
@@ -135,11 +164,13 @@ pub async fn once(
     Ok(Response::from_parts(parts, Body::from(bytes)))
 }
 
-/// Whether the body asks for a stream.
-fn streams(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body)
+/// Whether the body asks for a stream (`by_default`: unless it says
+/// `"stream": false`).
+fn streams(body: &[u8], by_default: bool) -> bool {
+    let stream = serde_json::from_slice::<Value>(body)
         .ok()
-        .is_some_and(|v| v.get("stream") == Some(&Value::Bool(true)))
+        .and_then(|v| v.get("stream").and_then(Value::as_bool));
+    stream.unwrap_or(by_default)
 }
 
 /// What identifies a request: its method, path and body.
@@ -205,9 +236,12 @@ mod tests {
 
     #[test]
     fn streamed_bodies_are_recognised() {
-        assert!(streams(br#"{"model":"m","stream":true}"#));
-        assert!(!streams(br#"{"model":"m","stream":false}"#));
-        assert!(!streams(b"not json"));
+        assert!(streams(br#"{"model":"m","stream":true}"#, false));
+        assert!(!streams(br#"{"model":"m","stream":false}"#, false));
+        assert!(!streams(b"not json", false));
+        // Ollama's routes stream unless told not to.
+        assert!(streams(br#"{"model":"m"}"#, true));
+        assert!(!streams(br#"{"model":"m","stream":false}"#, true));
     }
 
     #[test]

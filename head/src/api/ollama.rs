@@ -29,15 +29,16 @@ pub mod tools;
 pub use error::OllamaError;
 
 use super::AppState;
-use axum::routing::{any, get, post};
+use axum::routing::{any, get, post, MethodRouter};
 use axum::Router;
 
 /// The Ollama routes that answer for models; they go behind the key check
-/// with the OpenAI routes.
-pub fn routes() -> Router<AppState> {
+/// with the OpenAI routes. `once` wraps the routes that generate (the
+/// `Idempotency-Key` layer).
+pub fn routes(once: &dyn Fn(MethodRouter<AppState>) -> MethodRouter<AppState>) -> Router<AppState> {
     Router::new()
-        .route("/api/chat", post(generation::chat))
-        .route("/api/generate", post(generation::generate))
+        .route("/api/chat", once(post(generation::chat)))
+        .route("/api/generate", once(post(generation::generate)))
         .route("/api/tags", get(info::tags))
         .route("/api/ps", get(info::ps))
         .route("/api/show", post(info::show))

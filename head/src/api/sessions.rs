@@ -22,8 +22,9 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::Path;
 use axum::http::HeaderMap;
 use axum::routing::{get, post, MethodRouter};
-use axum::Router;
+use axum::{Extension, Router};
 
+use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::sessions::{SessionId, SessionStore};
 
@@ -49,6 +50,12 @@ pub fn routes(once: &dyn Fn(MethodRouter<AppState>) -> MethodRouter<AppState>) -
 /// The head's session store, or the 404 that says how to get one.
 pub fn store(state: &AppState) -> Result<&SessionStore, ApiError> {
     state.sessions.as_ref().ok_or(ApiError::NoSessions)
+}
+
+/// Who holds the sessions a request makes: its API key's name, or no one
+/// when the head has no keys (the per-key limit then counts all sessions).
+pub fn owner(caller: Option<&Extension<Caller>>) -> Option<String> {
+    caller.map(|Extension(Caller(key))| key.record.name.clone())
 }
 
 /// The version in `If-Match` (`3` or `"3"`, as an ETag), if the header is

@@ -81,6 +81,17 @@ pub enum SessionError {
         /// The write error that stopped it.
         reason: String,
     },
+    /// A change would pass one of the store's limits; nothing of it was
+    /// written.
+    #[error("{detail}, over the limit of {value} {} ({}); {}", limit.unit(), limit.flag(), limit.remedy())]
+    OverLimit {
+        /// Which limit.
+        limit: Limit,
+        /// Its value.
+        value: u64,
+        /// What the change would have made of it.
+        detail: String,
+    },
     /// A stored row is not what this head writes.
     #[error("the session database {path} holds a row this head cannot read ({what}); it may come from a newer version")]
     BadRow {
@@ -98,5 +109,62 @@ impl SessionError {
             self,
             SessionError::Db { .. } | SessionError::Stopped { .. } | SessionError::Corrupt { .. }
         )
+    }
+}
+
+/// The store's limits, as errors name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Events per session.
+    Events,
+    /// Bytes per message.
+    MessageBytes,
+    /// Sessions per API key.
+    SessionsPerKey,
+    /// Bytes of the whole database.
+    TotalBytes,
+}
+
+impl Limit {
+    /// The head flag that sets it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Limit::Events => "--session-max-events",
+            Limit::MessageBytes => "--session-max-message-bytes",
+            Limit::SessionsPerKey => "--session-max-per-key",
+            Limit::TotalBytes => "--session-max-total-bytes",
+        }
+    }
+
+    /// What the limit counts.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Limit::Events => "events per session",
+            Limit::MessageBytes => "bytes per message",
+            Limit::SessionsPerKey => "sessions per API key",
+            Limit::TotalBytes => "bytes for all sessions",
+        }
+    }
+
+    /// What the client (or the operator) can do.
+    pub fn remedy(self) -> String {
+        let or = format!(
+            "or ask the operator to start the head with a larger {}",
+            self.flag()
+        );
+        match self {
+            Limit::Events => format!(
+                "fork the session at an earlier event, trim it, or start a new session; {or}"
+            ),
+            Limit::MessageBytes => {
+                format!("send a shorter message, or split it into several; {or}")
+            }
+            Limit::SessionsPerKey => {
+                format!("purge sessions you no longer need (DELETE /v1/sessions/ID); {or}")
+            }
+            Limit::TotalBytes => {
+                format!("purge sessions no longer needed (DELETE /v1/sessions/ID); {or}")
+            }
+        }
     }
 }

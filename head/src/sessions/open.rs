@@ -16,7 +16,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     title      TEXT,
     tags       TEXT NOT NULL DEFAULT '[]',
     archived   INTEGER NOT NULL DEFAULT 0,
-    version    INTEGER NOT NULL DEFAULT 1
+    version    INTEGER NOT NULL DEFAULT 1,
+    owner      TEXT
 );
 CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions(parent);
 CREATE TABLE IF NOT EXISTS events (
@@ -56,10 +57,23 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, SessionError> {
     let setup = || -> rusqlite::Result<()> {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.execute_batch(SCHEMA)
+        conn.execute_batch(SCHEMA)?;
+        add_owner(&conn)
     };
     setup().map_err(|e| classify(path, e))?;
     Ok(conn)
+}
+
+/// Databases made before sessions had owners get the column; the index on
+/// it is made here, once the column is sure to exist.
+fn add_owner(conn: &Connection) -> rusqlite::Result<()> {
+    let has = conn
+        .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
+        .exists([])?;
+    if !has {
+        conn.execute_batch("ALTER TABLE sessions ADD COLUMN owner TEXT")?;
+    }
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(owner)")
 }
 
 /// Opens a reader connection on a database the writer has set up.

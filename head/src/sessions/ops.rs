@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::error::SessionError;
 use super::history::{now_ms, Db, SessionRow};
 use super::hot::Hot;
+use super::limits::SessionLimits;
 use super::types::{Event, EventId, EventKind, Meta, MetaPatch, SessionId, SessionInfo};
 
 /// Who is appending: a generation may write to the session it holds.
@@ -49,13 +50,14 @@ fn insert_session(
     parent: Option<(SessionId, EventId)>,
     base_seq: i64,
     meta: &Meta,
+    owner: Option<&str>,
 ) -> Result<SessionRow, SessionError> {
     let created_ms = now_ms();
     let tags = serde_json::to_string(&meta.tags).unwrap_or_else(|_| "[]".to_owned());
     db.conn
         .prepare_cached(
-            "INSERT INTO sessions (parent, fork_at, base_seq, created_ms, title, tags, archived)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO sessions (parent, fork_at, base_seq, created_ms, title, tags, archived, owner)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )
         .and_then(|mut stmt| {
             stmt.execute(params![
@@ -65,7 +67,8 @@ fn insert_session(
                 created_ms,
                 meta.title,
                 tags,
-                meta.archived as i64
+                meta.archived as i64,
+                owner
             ])
         })
         .map_err(|e| db.err(e))?;
@@ -99,34 +102,54 @@ fn bump_version(db: Db<'_>, id: SessionId) -> Result<(), SessionError> {
     Ok(())
 }
 
+/// Who makes a new session, and what it is allowed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Maker<'a> {
+    /// The API key's name, when keys are on.
+    pub owner: Option<&'a str>,
+    /// The limits to check.
+    pub limits: &'a SessionLimits,
+}
+
 /// A new session whose first event, `created`, holds `body`.
 pub(super) fn create(
     db: Db<'_>,
     body: Value,
     meta: &Meta,
+    maker: Maker<'_>,
 ) -> Result<(SessionInfo, Event), SessionError> {
-    let row = insert_session(db, None, 0, meta)?;
+    maker.limits.check_new_session(db, maker.owner, &body)?;
+    maker.limits.check_events(None, 0, 1, 0)?;
+    let row = insert_session(db, None, 0, meta, maker.owner)?;
     let event = insert_event(db, row.id, 1, EventKind::Created, body)?;
     let mut info = db.info(row)?;
     info.last_seq = event.seq;
     Ok((info, event))
 }
 
-/// Appends one event at the end of the session's history.
+/// Appends events at the end of the session's history, all or none,
+/// leaving room for `reserve` more (a generation's reply).
 pub(super) fn append(
     db: Db<'_>,
     hot: &Hot,
+    limits: &SessionLimits,
     session: SessionId,
-    kind: EventKind,
-    body: Value,
+    events: Vec<(EventKind, Value)>,
     writer: Writer,
-) -> Result<Event, SessionError> {
+    reserve: usize,
+) -> Result<Vec<Event>, SessionError> {
     let row = db.session(session)?;
     if writer == Writer::Client {
         hot.check_idle(session)?;
     }
-    let seq = db.last_seq(&row)? + 1;
-    insert_event(db, session, seq, kind, body)
+    let mut seq = db.last_seq(&row)?;
+    limits.check_append(db, session, seq, &events, reserve)?;
+    let mut written = Vec::with_capacity(events.len());
+    for (kind, body) in events {
+        seq += 1;
+        written.push(insert_event(db, session, seq, kind, body)?);
+    }
+    Ok(written)
 }
 
 /// A child of `parent` sharing its history up to and including `at`.
@@ -134,11 +157,14 @@ pub(super) fn fork(
     db: Db<'_>,
     parent: SessionId,
     at: EventId,
+    maker: Maker<'_>,
 ) -> Result<(SessionInfo, Event), SessionError> {
     let row = db.session(parent)?;
     let seq = db.seq_in_history(&row, at)?;
-    let child = insert_session(db, Some((parent, at)), seq, &Meta::default())?;
     let body = json!({"parent": parent, "at": at});
+    maker.limits.check_new_session(db, maker.owner, &body)?;
+    maker.limits.check_events(None, seq, 1, 0)?;
+    let child = insert_session(db, Some((parent, at)), seq, &Meta::default(), maker.owner)?;
     let event = insert_event(db, child.id, seq + 1, EventKind::Forked, body)?;
     let mut info = db.info(child)?;
     info.last_seq = event.seq;

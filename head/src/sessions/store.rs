@@ -11,7 +11,8 @@ use super::error::SessionError;
 use super::history::Db;
 use super::hot::{GenerationGuard, Hot};
 use super::idempotency::{self, Kept, Running, RunningGuard, ScopedKey};
-use super::ops::{self, Writer};
+use super::limits::SessionLimits;
+use super::ops::{self, Maker, Writer};
 use super::read::{self, Readers};
 use super::types::{Event, EventId, EventKind, Meta, MetaPatch, SessionId, SessionInfo};
 use super::writer::{self, Job, Shared};
@@ -24,12 +25,41 @@ pub struct SessionStore {
     readers: Readers,
     hot: Hot,
     running: Running,
+    limits: SessionLimits,
+}
+
+/// A session just made, with the events it holds and a hold on it (so
+/// that its turn's generation writes on before anyone else can).
+#[derive(Debug)]
+pub struct Made {
+    /// The session.
+    pub info: SessionInfo,
+    /// Its events: `created` or `forked`, then the turn's.
+    pub events: Vec<Event>,
+    /// The hold, taken before the change was acknowledged.
+    pub guard: GenerationGuard,
+}
+
+/// A turn's events, written all or none, and how many more its
+/// generation will write (room the limits keep for them).
+#[derive(Debug, Clone, Default)]
+pub struct Turn {
+    /// The events, in order.
+    pub events: Vec<(EventKind, Value)>,
+    /// Events to come after them.
+    pub reserve: usize,
 }
 
 impl SessionStore {
-    /// Opens (or creates) the database at `path`: refuses a damaged file
-    /// with [`SessionError::Corrupt`], then starts the writer thread.
+    /// Opens (or creates) the database at `path` with no limits: refuses a
+    /// damaged file with [`SessionError::Corrupt`], then starts the writer
+    /// thread.
     pub fn open(path: &Path) -> Result<SessionStore, SessionError> {
+        SessionStore::open_with(path, SessionLimits::unlimited())
+    }
+
+    /// [`SessionStore::open`], enforcing `limits` on every change.
+    pub fn open_with(path: &Path, limits: SessionLimits) -> Result<SessionStore, SessionError> {
         let conn = super::open::open_writer(path)?;
         let shared = Arc::new(Shared {
             path: path.to_owned(),
@@ -45,7 +75,13 @@ impl SessionStore {
             readers: Readers::new(path.to_owned()),
             hot: Hot::default(),
             running: Running::default(),
+            limits,
         })
+    }
+
+    /// The limits this store enforces.
+    pub fn limits(&self) -> &SessionLimits {
+        &self.limits
     }
 
     /// The database file.
@@ -56,11 +92,12 @@ impl SessionStore {
     async fn write<R, F>(&self, f: F) -> Result<R, SessionError>
     where
         R: Send + 'static,
-        F: FnOnce(Db<'_>, &Hot) -> Result<R, SessionError> + Send + 'static,
+        F: FnOnce(Db<'_>, &Hot, &SessionLimits) -> Result<R, SessionError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let hot = self.hot.clone();
-        let job = writer::job(move |db| f(db, &hot), reply);
+        let limits = self.limits;
+        let job = writer::job(move |db| f(db, &hot, &limits), reply);
         if self.jobs.send(job).await.is_err() {
             return Err(self.shared.stopped_error());
         }
@@ -69,13 +106,53 @@ impl SessionStore {
             .unwrap_or_else(|_| Err(self.shared.stopped_error()))
     }
 
-    /// A new session; its first event (`created`) holds `body`.
+    /// A new session with no owner; its first event (`created`) holds
+    /// `body`.
     pub async fn create(
         &self,
         body: Value,
         meta: Meta,
     ) -> Result<(SessionInfo, Event), SessionError> {
-        self.write(move |db, _| ops::create(db, body, &meta)).await
+        let mut made = self.create_for(None, body, meta, Turn::default()).await?;
+        Ok((made.info, made.events.remove(0)))
+    }
+
+    /// A new session held by `owner` (an API key's name), with `turn`
+    /// written after its `created` event, all in one change.
+    pub async fn create_for(
+        &self,
+        owner: Option<String>,
+        body: Value,
+        meta: Meta,
+        turn: Turn,
+    ) -> Result<Made, SessionError> {
+        self.write(move |db, hot, limits| {
+            let maker = Maker {
+                owner: owner.as_deref(),
+                limits,
+            };
+            let (info, created) = ops::create(db, body, &meta, maker)?;
+            let mut events = vec![created];
+            let rest = ops::append(
+                db,
+                hot,
+                limits,
+                info.id,
+                turn.events,
+                Writer::Generation,
+                turn.reserve,
+            )?;
+            events.extend(rest);
+            let mut info = info;
+            info.last_seq = events.last().map_or(info.last_seq, |e| e.seq);
+            let guard = hot.begin(info.id)?;
+            Ok(Made {
+                info,
+                events,
+                guard,
+            })
+        })
+        .await
     }
 
     /// Appends an event from a client; refused while the session generates.
@@ -85,20 +162,59 @@ impl SessionStore {
         kind: EventKind,
         body: Value,
     ) -> Result<Event, SessionError> {
-        self.write(move |db, hot| ops::append(db, hot, session, kind, body, Writer::Client))
-            .await
+        let mut events = self
+            .write(move |db, hot, limits| {
+                ops::append(
+                    db,
+                    hot,
+                    limits,
+                    session,
+                    vec![(kind, body)],
+                    Writer::Client,
+                    0,
+                )
+            })
+            .await?;
+        events.pop().ok_or_else(|| self.shared.stopped_error())
     }
 
-    /// Appends an event of the generation holding the session.
+    /// Appends an event of the generation holding the session. A
+    /// `generation_prompt` is refused unless the reply has room too.
     pub async fn append_generated(
         &self,
         guard: &GenerationGuard,
         kind: EventKind,
         body: Value,
     ) -> Result<Event, SessionError> {
+        let reserve = usize::from(kind == EventKind::GenerationPrompt);
+        let turn = Turn {
+            events: vec![(kind, body)],
+            reserve,
+        };
+        let mut events = self.append_turn(guard, turn).await?;
+        events.pop().ok_or_else(|| self.shared.stopped_error())
+    }
+
+    /// Appends a turn's events for the generation holding the session, all
+    /// or none.
+    pub async fn append_turn(
+        &self,
+        guard: &GenerationGuard,
+        turn: Turn,
+    ) -> Result<Vec<Event>, SessionError> {
         let session = guard.session();
-        self.write(move |db, hot| ops::append(db, hot, session, kind, body, Writer::Generation))
-            .await
+        self.write(move |db, hot, limits| {
+            ops::append(
+                db,
+                hot,
+                limits,
+                session,
+                turn.events,
+                Writer::Generation,
+                turn.reserve,
+            )
+        })
+        .await
     }
 
     /// Marks the session as generating until the guard drops; busy if it is.
@@ -121,7 +237,46 @@ impl SessionStore {
         parent: SessionId,
         at: EventId,
     ) -> Result<(SessionInfo, Event), SessionError> {
-        self.write(move |db, _| ops::fork(db, parent, at)).await
+        let mut made = self.fork_for(None, parent, at, Turn::default()).await?;
+        Ok((made.info, made.events.remove(0)))
+    }
+
+    /// A fork of `parent` at `at` held by `owner`, with `turn` written
+    /// after its `forked` event, all in one change.
+    pub async fn fork_for(
+        &self,
+        owner: Option<String>,
+        parent: SessionId,
+        at: EventId,
+        turn: Turn,
+    ) -> Result<Made, SessionError> {
+        self.write(move |db, hot, limits| {
+            let maker = Maker {
+                owner: owner.as_deref(),
+                limits,
+            };
+            let (info, forked) = ops::fork(db, parent, at, maker)?;
+            let mut events = vec![forked];
+            let rest = ops::append(
+                db,
+                hot,
+                limits,
+                info.id,
+                turn.events,
+                Writer::Generation,
+                turn.reserve,
+            )?;
+            events.extend(rest);
+            let mut info = info;
+            info.last_seq = events.last().map_or(info.last_seq, |e| e.seq);
+            let guard = hot.begin(info.id)?;
+            Ok(Made {
+                info,
+                events,
+                guard,
+            })
+        })
+        .await
     }
 
     /// Drops the events after `at`, if `expected` (when given) is current.
@@ -131,7 +286,7 @@ impl SessionStore {
         at: EventId,
         expected: Option<i64>,
     ) -> Result<SessionInfo, SessionError> {
-        self.write(move |db, hot| ops::trim(db, hot, session, at, expected))
+        self.write(move |db, hot, _| ops::trim(db, hot, session, at, expected))
             .await
     }
 
@@ -142,7 +297,7 @@ impl SessionStore {
         expected: Option<i64>,
         cascade: bool,
     ) -> Result<Vec<SessionId>, SessionError> {
-        self.write(move |db, hot| ops::purge(db, hot, session, expected, cascade))
+        self.write(move |db, hot, _| ops::purge(db, hot, session, expected, cascade))
             .await
     }
 
@@ -153,7 +308,7 @@ impl SessionStore {
         expected: i64,
         patch: MetaPatch,
     ) -> Result<SessionInfo, SessionError> {
-        self.write(move |db, _| ops::update_meta(db, session, expected, patch))
+        self.write(move |db, _, _| ops::update_meta(db, session, expected, patch))
             .await
     }
 
@@ -201,7 +356,7 @@ impl SessionStore {
 
     /// Keeps the first answer to an `Idempotency-Key` for 24 hours.
     pub async fn keep_answer(&self, key: ScopedKey, kept: Kept) -> Result<(), SessionError> {
-        self.write(move |db, _| idempotency::put(db, &key, &kept))
+        self.write(move |db, _, _| idempotency::put(db, &key, &kept))
             .await
     }
 

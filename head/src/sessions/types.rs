@@ -38,6 +38,9 @@ pub enum EventKind {
     GenerationPrompt,
     /// What a generation produced.
     Generated,
+    /// A generation that failed: it names the first event of its turn, and
+    /// a replay of the history leaves that turn out.
+    GenerationFailed,
     /// The model called a tool.
     ToolUse,
     /// A tool's result, as the client sent it back.
@@ -54,6 +57,7 @@ impl EventKind {
             EventKind::Message => "message",
             EventKind::GenerationPrompt => "generation_prompt",
             EventKind::Generated => "generated",
+            EventKind::GenerationFailed => "generation_failed",
             EventKind::ToolUse => "tool_use",
             EventKind::ToolResult => "tool_result",
             EventKind::Forked => "forked",
@@ -67,6 +71,7 @@ impl EventKind {
             EventKind::Message,
             EventKind::GenerationPrompt,
             EventKind::Generated,
+            EventKind::GenerationFailed,
             EventKind::ToolUse,
             EventKind::ToolResult,
             EventKind::Forked,

@@ -45,6 +45,7 @@ pub async fn chat(
         if req.messages.is_empty() {
             return Ok(Reply::loaded(Kind::Chat, codec.id()));
         }
+        admission.text_only(&codec)?;
         let mut params = params(&state, &codec, &openai, req.options.as_ref())?;
         let messages = openai.chat_messages()?;
         let (messages, tools) = prepare(&openai, messages, &mut params)?;
@@ -91,6 +92,7 @@ pub async fn generate(
         if req.only_loads() {
             return Ok(Reply::loaded(Kind::Generate, codec.id()));
         }
+        admission.text_only(&codec)?;
         let params = params(&state, &codec, &openai, req.options.as_ref())?;
         let text = if req.is_raw() {
             openai.prompt_text()?.to_owned()

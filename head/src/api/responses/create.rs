@@ -21,14 +21,14 @@ use super::super::extract::ApiJson;
 use super::super::handlers::{next_request_id, request_span, tokenize};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
-use super::super::sessions::{history, params, store as session_store};
+use super::super::sessions::{history, owner, params, store as session_store};
 use super::super::{ApiError, AppState, NODE_HEADER};
 use super::drive::{self, Hold};
 use super::reply::{Echo, ResponseView, Status};
 use super::request::{Checked, ResponsesBody};
 use super::stream;
 use super::turn::{self, Found, TurnRef};
-use crate::sessions::{EventKind, GenerationGuard, Meta, SessionId, SessionStore};
+use crate::sessions::{EventKind, GenerationGuard, Meta, SessionId, SessionStore, Turn};
 
 /// Where the new turn is written.
 enum Plan {
@@ -70,12 +70,16 @@ pub async fn create(
             received,
             caller: caller.as_ref(),
         };
-        let codec = admission.model(&model, counted.as_ref())?;
+        let codec = admission.text_model(&model, counted.as_ref())?;
         let messages = messages(previous.as_ref(), &checked)?;
         let req = params::request(codec.id(), messages, &checked.settings)?;
         let chat = req.chat_messages()?;
         let gen_params = req.params()?;
         let prompt = tokenize(&codec, codec.render_chat(&chat)?).await?;
+        // A message over the size limit is refused before a node is asked.
+        for message in &checked.input {
+            store.limits().check_message(&message.event_body())?;
+        }
         let plan = plan(&store, &checked, previous.as_ref()).await?;
         let generation = admission
             .start(codec.clone(), prompt, &gen_params, "input", inner)
@@ -96,7 +100,8 @@ pub async fn create(
             "node": generation.node,
             "response": echo.to_value(),
         });
-        let (hold, ids) = write_turn(&store, plan, &checked, given, &request_id).await?;
+        let owner = owner(caller.as_ref());
+        let (hold, ids) = write_turn(&store, plan, &checked, (given, owner), &request_id).await?;
         let view = ResponseView {
             id: ids.0,
             message_id: ids.1,
@@ -200,38 +205,52 @@ async fn write_turn(
     store: &SessionStore,
     plan: Plan,
     checked: &Checked,
-    given: Value,
+    (given, owner): (Value, Option<String>),
     request_id: &str,
 ) -> Result<(Option<Hold>, (String, String)), ApiError> {
-    let guard = match plan {
+    let given_model = given["model"].clone();
+    let mut events: Vec<(EventKind, Value)> = checked
+        .input
+        .iter()
+        .map(|message| (EventKind::Message, message.event_body()))
+        .collect();
+    events.push((EventKind::GenerationPrompt, given));
+    // The input and the prompt are written in one change, with room kept
+    // for the answer: a turn is never half written.
+    let turn = Turn { events, reserve: 1 };
+    let (guard, written) = match plan {
         Plan::Nothing => {
             let ids = (format!("resp_{request_id}"), format!("msg_{request_id}"));
             return Ok((None, ids));
         }
-        Plan::Continue(guard) => guard,
+        Plan::Continue(guard) => {
+            let written = store.append_turn(&guard, turn).await?;
+            (guard, written)
+        }
         Plan::New => {
             let created = json!({
-                "model": given["model"],
+                "model": given_model,
                 "system": checked.instructions,
                 "tools": [],
                 "params": {},
             });
-            let (info, _) = store.create(created, Meta::default()).await?;
-            store.begin_generation(info.id).await?
+            let mut made = store
+                .create_for(owner, created, Meta::default(), turn)
+                .await?;
+            made.events.remove(0);
+            (made.guard, made.events)
         }
         Plan::Fork(session, at) => {
-            let (info, _) = store.fork(session, at).await?;
-            store.begin_generation(info.id).await?
+            let mut made = store.fork_for(owner, session, at, turn).await?;
+            made.events.remove(0);
+            (made.guard, made.events)
         }
     };
-    for message in &checked.input {
-        store
-            .append_generated(&guard, EventKind::Message, message.event_body())
-            .await?;
-    }
-    let prompt = store
-        .append_generated(&guard, EventKind::GenerationPrompt, given)
-        .await?;
+    let (Some(first), Some(prompt)) = (written.first(), written.last()) else {
+        return Err(ApiError::Generation {
+            message: "the response's turn was not written; send the request again".to_owned(),
+        });
+    };
     let turn = TurnRef {
         session: guard.session(),
         prompt: prompt.id,
@@ -242,6 +261,7 @@ async fn write_turn(
         Some(Hold {
             store: store.clone(),
             guard,
+            turn: first.id,
         }),
         ids,
     ))

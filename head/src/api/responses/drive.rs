@@ -10,7 +10,7 @@ use super::super::output::{FinishReason, Step};
 use super::super::sessions::bodies;
 use super::super::ApiError;
 use super::reply::{ResponseView, Status};
-use crate::sessions::{EventKind, GenerationGuard, SessionStore};
+use crate::sessions::{EventId, EventKind, GenerationGuard, SessionStore};
 
 /// A stored response's hold on its session until its answer is committed.
 pub struct Hold {
@@ -18,6 +18,9 @@ pub struct Hold {
     pub store: SessionStore,
     /// The hold.
     pub guard: GenerationGuard,
+    /// The turn's first event (its first input message): a failure names
+    /// it, and replays drop the turn from there.
+    pub turn: EventId,
 }
 
 /// What the generation task tells the answer.
@@ -59,6 +62,10 @@ async fn run(hold: Option<Hold>, mut generation: Generation, tx: mpsc::Sender<Pr
             }
             Ok(Step::Done(finish)) => break finish,
             Err(err) => {
+                drop(generation);
+                if let Some(hold) = hold {
+                    record_failure(hold, &err).await;
+                }
                 let _ = tx.send(Progress::Failed(err)).await;
                 return;
             }
@@ -67,7 +74,7 @@ async fn run(hold: Option<Hold>, mut generation: Generation, tx: mpsc::Sender<Pr
     let usage = generation.usage();
     let node = generation.node.clone();
     drop(generation);
-    if let Some(Hold { store, guard }) = hold {
+    if let Some(Hold { store, guard, .. }) = hold {
         let mut body = bodies::generated(&text, finish, &usage);
         body["node"] = json!(node);
         let committed = store
@@ -86,6 +93,19 @@ async fn run(hold: Option<Hold>, mut generation: Generation, tx: mpsc::Sender<Pr
             usage,
         })
         .await;
+}
+
+/// Ends a stored turn whose generation failed with a `generation_failed`
+/// event, so that the conversation's replays leave the turn out.
+async fn record_failure(hold: Hold, err: &ApiError) {
+    let body = bodies::failed(&err.body(), hold.turn);
+    let recorded = hold
+        .store
+        .append_generated(&hold.guard, EventKind::GenerationFailed, body)
+        .await;
+    if let Err(error) = recorded {
+        tracing::warn!(session = %hold.guard.session(), %error, "the failed response could not be recorded");
+    }
 }
 
 /// `view` completed with what the task reports.

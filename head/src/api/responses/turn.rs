@@ -92,11 +92,16 @@ impl Found {
         &self.events[self.index]
     }
 
-    /// The `generated` event holding the answer, once committed.
-    pub fn generated(&self) -> Option<&Event> {
+    /// The event that ended the turn: `generated` or `generation_failed`.
+    pub fn ending(&self) -> Option<&Event> {
         self.events
             .get(self.index + 1)
-            .filter(|e| e.kind == EventKind::Generated)
+            .filter(|e| matches!(e.kind, EventKind::Generated | EventKind::GenerationFailed))
+    }
+
+    /// The `generated` event holding the answer, once committed.
+    pub fn generated(&self) -> Option<&Event> {
+        self.ending().filter(|e| e.kind == EventKind::Generated)
     }
 
     /// The index of the `generated` event, once committed.
@@ -122,7 +127,7 @@ impl Found {
 
     /// Whether the turn is the last thing in its session.
     pub fn is_latest(&self) -> bool {
-        let end = self.generated_index().unwrap_or(self.index);
+        let end = self.index + usize::from(self.ending().is_some());
         end + 1 == self.events.len()
     }
 
@@ -143,12 +148,16 @@ impl Found {
             None if generating && self.index + 1 == self.events.len() => {
                 (Status::InProgress, None, None, None)
             }
-            None => (
-                Status::Failed,
-                None,
-                None,
-                Some("the generation failed before it answered; send the request again".to_owned()),
-            ),
+            None => {
+                let said = self
+                    .ending()
+                    .and_then(|e| e.body["error"]["message"].as_str())
+                    .map_or(String::new(), |m| format!(" ({m})"));
+                let error = format!(
+                    "the generation failed before it answered{said}; send the request again"
+                );
+                (Status::Failed, None, None, Some(error))
+            }
         };
         ResponseView {
             id: self.turn.response_id(),

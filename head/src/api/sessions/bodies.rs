@@ -162,3 +162,9 @@ pub fn generated(text: &str, finish: FinishReason, usage: &Usage) -> Value {
         },
     })
 }
+
+/// The body of a `generation_failed` event: the error the client got and
+/// the first event of the turn that failed, which replays leave out.
+pub fn failed(error: &Value, turn: EventId) -> Value {
+    json!({"error": error["error"], "turn": turn})
+}

@@ -62,6 +62,9 @@ pub async fn generate(
         }
         let guard = store.begin_generation(id).await?;
         let events = history::load(&store, id).await?;
+        // Room for the prompt and the reply, before a node is asked.
+        let len = events.last().map_or(0, |e| e.seq);
+        store.limits().check_events(Some(id), len, 1, 1)?;
         let conversation = history::conversation(id, &events)?;
         let settings = params::merged(&conversation.params, body.params.as_ref());
         let req = params::request(&conversation.model, conversation.messages, &settings)?;
@@ -70,7 +73,7 @@ pub async fn generate(
             received,
             caller: caller.as_ref(),
         };
-        let codec = admission.model(req.model_id()?, counted.as_ref())?;
+        let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
         let messages = req.chat_messages()?;
         let gen_params = req.params()?;
         let text = codec.render_chat(&messages)?;
@@ -114,6 +117,7 @@ async fn drive(
     prompt_event: Event,
     tx: mpsc::Sender<Progress>,
 ) {
+    let prompt_id = prompt_event.id;
     let _ = tx.send(Progress::Committed(prompt_event)).await;
     let mut text = String::new();
     let finish = loop {
@@ -124,6 +128,21 @@ async fn drive(
             }
             Ok(Step::Done(finish)) => break finish,
             Err(err) => {
+                // The turn ends in a failure event, so that replays drop it.
+                let body = bodies::failed(&err.body(), prompt_id);
+                drop(generation);
+                match store
+                    .append_generated(&guard, EventKind::GenerationFailed, body)
+                    .await
+                {
+                    Ok(event) => {
+                        let _ = tx.send(Progress::Committed(event)).await;
+                    }
+                    Err(error) => {
+                        tracing::warn!(session = %guard.session(), %error, "the failed generation could not be recorded");
+                    }
+                }
+                drop(guard);
                 let _ = tx.send(Progress::Failed(err)).await;
                 return;
             }

@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use super::super::ApiError;
-use crate::sessions::{Event, EventKind, SessionId, SessionStore};
+use crate::sessions::{Event, EventId, EventKind, SessionId, SessionStore};
 
 /// Events read per query while loading a whole history.
 const PAGE: usize = 1000;
@@ -52,12 +52,14 @@ pub fn conversation(session: SessionId, events: &[Event]) -> Result<Conversation
         .as_object()
         .cloned()
         .unwrap_or_default();
-    let mut messages = Vec::new();
+    // Each message with the id of the event it came from, so that a failed
+    // turn's messages can be taken back out.
+    let mut messages: Vec<(EventId, Value)> = Vec::new();
     for event in events {
         match event.kind {
             EventKind::Created => {
                 if let Some(system) = event.body["system"].as_str().filter(|s| !s.is_empty()) {
-                    messages.push(json!({"role": "system", "content": system}));
+                    messages.push((event.id, json!({"role": "system", "content": system})));
                 }
             }
             EventKind::Message => {
@@ -68,12 +70,21 @@ pub fn conversation(session: SessionId, events: &[Event]) -> Result<Conversation
                 if let Some(id) = event.body.get("tool_call_id") {
                     message["tool_call_id"] = id.clone();
                 }
-                messages.push(message);
+                messages.push((event.id, message));
             }
-            EventKind::Generated => messages.push(json!({
-                "role": "assistant",
-                "content": event.body["content"],
-            })),
+            EventKind::Generated => messages.push((
+                event.id,
+                json!({"role": "assistant", "content": event.body["content"]}),
+            )),
+            // A failed turn is left out: its messages from the event it
+            // names on (its prompt, or a response's input).
+            EventKind::GenerationFailed => {
+                if let Some(turn) = event.body["turn"].as_i64() {
+                    while messages.last().is_some_and(|(id, _)| id.0 >= turn) {
+                        messages.pop();
+                    }
+                }
+            }
             // What a generation was given, and where a fork began, are
             // records, not turns; tool events are not written by this API.
             EventKind::GenerationPrompt
@@ -85,6 +96,68 @@ pub fn conversation(session: SessionId, events: &[Event]) -> Result<Conversation
     Ok(Conversation {
         model,
         params,
-        messages,
+        messages: messages.into_iter().map(|(_, m)| m).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: i64, kind: EventKind, body: Value) -> Event {
+        Event {
+            id: EventId(id),
+            session: SessionId(1),
+            seq: id,
+            kind,
+            body,
+            created_ms: 0,
+        }
+    }
+
+    fn user(id: i64, text: &str) -> Event {
+        event(
+            id,
+            EventKind::Message,
+            json!({"role": "user", "content": text}),
+        )
+    }
+
+    #[test]
+    fn a_failed_turn_is_left_out_of_the_replay() {
+        let events = [
+            event(
+                1,
+                EventKind::Created,
+                json!({"model": "m", "system": "be brief"}),
+            ),
+            user(2, "first"),
+            event(3, EventKind::GenerationPrompt, json!({})),
+            event(4, EventKind::Generated, json!({"content": "one"})),
+            // A response's turn: its input, its prompt, then its failure.
+            user(5, "lost"),
+            event(6, EventKind::GenerationPrompt, json!({})),
+            event(
+                7,
+                EventKind::GenerationFailed,
+                json!({"turn": 5, "error": {}}),
+            ),
+            // A native generation's failure names its prompt: the client's
+            // own message before it stays.
+            user(8, "kept"),
+            event(9, EventKind::GenerationPrompt, json!({})),
+            event(
+                10,
+                EventKind::GenerationFailed,
+                json!({"turn": 9, "error": {}}),
+            ),
+        ];
+        let conversation = conversation(SessionId(1), &events).unwrap();
+        let contents: Vec<&str> = conversation
+            .messages
+            .iter()
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(contents, ["be brief", "first", "one", "kept"]);
+    }
 }

@@ -15,8 +15,8 @@ use super::super::request_metrics::RequestModel;
 use super::super::types::CompletionRequest;
 use super::super::{ApiError, AppState};
 use super::bodies::{AtBody, CreateBody, ListQuery, PatchBody, PurgeQuery, SessionView};
-use super::{if_match, params, session_id, store};
-use crate::sessions::{Meta, MetaPatch, SessionId, SessionInfo, SessionStore};
+use super::{if_match, owner, params, session_id, store};
+use crate::sessions::{Meta, MetaPatch, SessionId, SessionInfo, SessionStore, Turn};
 
 /// Sessions listed per page unless `limit` says otherwise, and the most.
 const LIST_DEFAULT: i64 = 20;
@@ -81,7 +81,7 @@ pub async fn create(
         received: std::time::Instant::now(),
         caller: caller.as_ref(),
     };
-    let codec = admission.model(req.model_id()?, counted.as_ref())?;
+    let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
     req.params()?;
     let created = json!({
         "model": codec.id(),
@@ -94,7 +94,11 @@ pub async fn create(
         tags: body.tags.unwrap_or_default(),
         archived: false,
     };
-    let (info, _) = store.create(created, meta).await?;
+    // The hold on the new session is let go at the end of the statement.
+    let info = store
+        .create_for(owner(caller.as_ref()), created, meta, Turn::default())
+        .await?
+        .info;
     Ok(session_response(store, info, StatusCode::CREATED))
 }
 
@@ -174,12 +178,16 @@ pub async fn patch(
 /// `POST /v1/sessions/{id}/fork` `{"at": EVENT_ID}`: the child.
 pub async fn fork(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     id: Result<Path<i64>, PathRejection>,
     ApiJson(body): ApiJson<AtBody>,
 ) -> Result<Response, ApiError> {
     let store = store(&state)?;
     let id = session_id(id)?;
-    let (info, _) = store.fork(id, body.at).await?;
+    let info = store
+        .fork_for(owner(caller.as_ref()), id, body.at, Turn::default())
+        .await?
+        .info;
     Ok(session_response(store, info, StatusCode::CREATED))
 }
 

@@ -12,7 +12,7 @@ use super::super::generate::Generation;
 use super::super::types::CompletionRequest;
 use super::super::{ApiError, AppState};
 use super::{bodies, store};
-use crate::sessions::{EventKind, GenerationGuard, SessionId, SessionStore};
+use crate::sessions::{EventKind, GenerationGuard, SessionId, SessionStore, Turn};
 
 /// The header that names the session a chat request is recorded in.
 pub const SESSION_HEADER: &str = "x-superfluid-session";
@@ -55,11 +55,15 @@ pub async fn begin(
             )
         })?;
     let store = store(state)?.clone();
+    let messages = new_messages(req);
+    for message in &messages {
+        store.limits().check_message(message)?;
+    }
     let guard = store.begin_generation(SessionId(id)).await?;
     Ok(Some(Recording {
         store,
         guard,
-        messages: new_messages(req),
+        messages,
     }))
 }
 
@@ -85,29 +89,45 @@ fn new_messages(req: &CompletionRequest) -> Vec<Value> {
 }
 
 impl Recording {
-    /// Commits the request's new messages, then has the reply committed
-    /// when `generation` ends; the session is released after that.
+    /// Commits the request's new messages (all or none, with room kept for
+    /// the reply), then has the reply committed when `generation` ends, or
+    /// a `generation_failed` event if it ends without one; the session is
+    /// released after that.
     pub async fn attach(self, generation: &mut Generation) -> Result<Committed, ApiError> {
-        for message in self.messages {
-            self.store
-                .append_generated(&self.guard, EventKind::Message, message)
-                .await?;
-        }
+        let turn = Turn {
+            events: self
+                .messages
+                .into_iter()
+                .map(|m| (EventKind::Message, m))
+                .collect(),
+            reserve: 1,
+        };
+        let first = self
+            .store
+            .append_turn(&self.guard, turn)
+            .await?
+            .first()
+            .map(|e| e.id);
         let (done, committed) = oneshot::channel();
         let (store, guard) = (self.store, self.guard);
         generation.record(Box::new(move |ending, usage| {
-            let Some((text, finish)) = ending else {
-                return;
+            let (kind, body) = match (ending, first) {
+                (Some((text, finish)), _) => {
+                    (EventKind::Generated, bodies::generated(&text, finish, &usage))
+                }
+                // The turn's messages are left out of replays from here.
+                (None, Some(first)) => {
+                    let error = json!({"error": {"message": "the generation ended without a reply"}});
+                    (EventKind::GenerationFailed, bodies::failed(&error, first))
+                }
+                (None, None) => return,
             };
-            let body = bodies::generated(&text, finish, &usage);
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 tracing::warn!(session = %guard.session(), "the reply could not be recorded: no runtime");
                 return;
             };
             runtime.spawn(async move {
-                if let Err(error) = store
-                    .append_generated(&guard, EventKind::Generated, body)
-                    .await
+                if let Err(error) = store.append_generated(&guard, kind, body).await
                 {
                     tracing::warn!(session = %guard.session(), %error, "the reply could not be recorded in the session");
                 }
