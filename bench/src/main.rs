@@ -21,6 +21,14 @@
 //! `models`: a model file from the head to a node over Link F against a
 //! plain loopback TCP copy of the same file.
 //!
+//! `failover`: the pause a client sees when its node is lost mid-answer
+//! (SIGKILL, and a cut link in network namespaces), p50 and max over many
+//! losses, on fake-engine nodes.
+//!
+//! `load`: many streaming clients through the head and fake-engine nodes
+//! against the same fake engines in-process: the head's CPU time per
+//! token and the pauses between tokens it adds.
+//!
 //! `sessions`: durable appends through the session store's group commit
 //! against each append in its own SQLite transaction, the store's start-up
 //! on 1M events, and memory per idle session.
@@ -28,11 +36,15 @@
 
 mod apis;
 mod contenders;
+mod failover;
+mod fleet;
 mod http;
 mod inprocess;
 mod keyed;
+mod load;
 mod measure;
 mod models;
+mod netns;
 mod report;
 mod routing;
 mod scraper;
@@ -62,6 +74,54 @@ enum Command {
     Models(ModelsArgs),
     /// Session store appends with group commit vs. one transaction each.
     Sessions(sessions::SessionsArgs),
+    /// The pause a client sees when its node is killed or cut off.
+    Failover(FailoverArgs),
+    /// Many streams through the head vs. the same fake engines in-process.
+    Load(LoadArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct FailoverArgs {
+    /// The GGUF model the fleet announces (the fake engine reads only its hash).
+    #[arg(long, env = "SUPERFLUID_MODEL")]
+    pub model: PathBuf,
+    /// The `superfluid` binary to start the head and nodes with.
+    #[arg(long)]
+    pub superfluid: PathBuf,
+    /// Losses of each kind.
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub kills: u32,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LoadArgs {
+    /// The GGUF model the fleet announces (the fake engine reads only its hash).
+    #[arg(long, env = "SUPERFLUID_MODEL")]
+    pub model: PathBuf,
+    /// The `superfluid` binary to start the head and nodes with.
+    #[arg(long)]
+    pub superfluid: PathBuf,
+    /// Streaming clients at once.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=2000))]
+    pub clients: u32,
+    /// Fake-engine nodes.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub nodes: u32,
+    /// Slots of each node: enough for every client, so none is refused.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub slots: u32,
+    /// Tokens each stream asks for.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(2..=4000))]
+    pub max_tokens: u32,
+    /// Rounds; each runs every client once in-process, then through the head.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: u32,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -189,6 +249,35 @@ fn main() -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 routing::report::print_table(&report);
+            }
+            Ok(())
+        }
+        Command::Failover(args) => {
+            let report = failover::run(&args.superfluid, &args.model, args.kills as usize)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                failover::print_table(&report);
+            }
+            Ok(())
+        }
+        Command::Load(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            let shape = load::Shape {
+                clients: args.clients as usize,
+                nodes: args.nodes as usize,
+                slots_per_node: args.slots,
+                max_tokens: args.max_tokens,
+                rounds: args.rounds,
+            };
+            let report = runtime.block_on(load::run(&args.superfluid, &args.model, shape))?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                load::print_table(&report);
             }
             Ok(())
         }

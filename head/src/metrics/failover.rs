@@ -5,7 +5,7 @@ use prometheus::{Histogram, HistogramOpts, IntCounterVec, Opts, Registry};
 use super::registered;
 
 /// Buckets (seconds) for failover detection and gap: a connection closed at
-/// once in milliseconds, a silent node at Link F's 3 s idle timeout, a
+/// once in milliseconds, a silent node at Link F's 2-2.5 s idle timeout, a
 /// stalled stream at the watchdog's 5 s or more.
 pub const FAILOVER_BUCKETS: [f64; 13] = [
     0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 3.5, 4.0, 5.0, 10.0, 30.0,
