@@ -33,6 +33,7 @@ pub mod placement;
 mod placement_admin;
 mod registry;
 mod remote;
+mod serving;
 mod shared_router;
 mod transfer;
 
@@ -375,5 +376,7 @@ impl Fleet {
 mod join_tests;
 #[cfg(test)]
 mod member_tests;
+#[cfg(test)]
+mod placement_tests;
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@ use superfluid_link::sync::lock;
 use superfluid_link::Fingerprint;
 use superfluid_proto::{ControlMsg, ModelDescription};
 
+use super::serving::Served;
 use crate::routing::NodeKey;
 
 /// Whether a node takes new work.
@@ -127,7 +128,7 @@ pub(crate) struct NodeEntry {
     pub(crate) fingerprint: Fingerprint,
     pub(crate) address: SocketAddr,
     /// What it serves now: its hello's models, then its models reports.
-    serving: Mutex<Served>,
+    pub(super) serving: Mutex<Served>,
     pub(crate) hardware: String,
     pub(crate) connected_since: SystemTime,
     pub(crate) connection: quinn::Connection,
@@ -141,17 +142,6 @@ pub(crate) struct NodeEntry {
     /// Milliseconds since the Unix epoch of the last heartbeat.
     last_heartbeat_ms: AtomicU64,
     served: AtomicU64,
-}
-
-/// The models a node serves, and which of them the head routes to it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Served {
-    pub(crate) models: Vec<ModelDescription>,
-    /// Model ids the head routes to this node (id and file match the head's).
-    pub(crate) eligible: Vec<String>,
-    pub(crate) ineligible: Option<String>,
-    /// Memory the node has free for another model, in bytes; 0 if unknown.
-    pub(crate) free_memory: u64,
 }
 
 /// A connection whose last heartbeat is older than this (two heartbeat
@@ -179,45 +169,6 @@ impl NodeEntry {
     /// Records that a generation finished on the node.
     pub(crate) fn served(&self) {
         self.served.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// What the node serves now.
-    pub(crate) fn serving(&self) -> Served {
-        lock(&self.serving).clone()
-    }
-
-    /// Replaces what the node serves (after it loaded or unloaded a model),
-    /// checked against `expected` as at its hello; returns what it served
-    /// before.
-    pub(crate) fn set_models(
-        &self,
-        models: Vec<ModelDescription>,
-        free_memory: u64,
-        expected: &[ModelDescription],
-    ) -> Served {
-        let (eligible, ineligible) = super::models::eligibility(&models, expected);
-        let now = std::time::Instant::now();
-        {
-            let mut used = lock(&self.used);
-            used.retain(|id, _| models.iter().any(|m| &m.id == id));
-            for m in &models {
-                used.entry(m.id.clone()).or_insert(now);
-            }
-        }
-        std::mem::replace(
-            &mut *lock(&self.serving),
-            Served {
-                models,
-                eligible,
-                ineligible,
-                free_memory,
-            },
-        )
-    }
-
-    /// Records that a generation of `model` was routed here now.
-    pub(crate) fn used(&self, model: &str) {
-        lock(&self.used).insert(model.to_owned(), std::time::Instant::now());
     }
 
     /// Whether the node is draining.
@@ -272,11 +223,6 @@ impl NodeEntry {
             .iter()
             .find(|m| m.id == model)
             .map(|m| m.slots.max(1))
-    }
-
-    /// Whether the head routes `model` here (draining or not).
-    pub(crate) fn serves(&self, model: &str) -> bool {
-        lock(&self.serving).eligible.iter().any(|m| m == model)
     }
 }
 

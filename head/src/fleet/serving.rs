@@ -1,0 +1,67 @@
+//! What a connected node serves now: the models of its hello, then of its
+//! models reports (see `fleet/placement.rs`), which of them the head routes
+//! to it, and when each was last asked for.
+
+use std::time::Instant;
+
+use superfluid_link::sync::lock;
+use superfluid_proto::ModelDescription;
+
+use super::registry::NodeEntry;
+
+/// The models a node serves, and which of them the head routes to it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Served {
+    pub(crate) models: Vec<ModelDescription>,
+    /// Model ids the head routes to this node (id and file match the head's).
+    pub(crate) eligible: Vec<String>,
+    pub(crate) ineligible: Option<String>,
+    /// Memory the node has free for another model, in bytes; 0 if unknown.
+    pub(crate) free_memory: u64,
+}
+
+impl NodeEntry {
+    /// What the node serves now.
+    pub(crate) fn serving(&self) -> Served {
+        lock(&self.serving).clone()
+    }
+
+    /// Replaces what the node serves (after it loaded or unloaded a model),
+    /// checked against `expected` as at its hello; returns what it served
+    /// before.
+    pub(crate) fn set_models(
+        &self,
+        models: Vec<ModelDescription>,
+        free_memory: u64,
+        expected: &[ModelDescription],
+    ) -> Served {
+        let (eligible, ineligible) = super::models::eligibility(&models, expected);
+        let now = Instant::now();
+        {
+            let mut used = lock(&self.used);
+            used.retain(|id, _| models.iter().any(|m| &m.id == id));
+            for m in &models {
+                used.entry(m.id.clone()).or_insert(now);
+            }
+        }
+        std::mem::replace(
+            &mut *lock(&self.serving),
+            Served {
+                models,
+                eligible,
+                ineligible,
+                free_memory,
+            },
+        )
+    }
+
+    /// Records that a generation of `model` was routed here now.
+    pub(crate) fn used(&self, model: &str) {
+        lock(&self.used).insert(model.to_owned(), Instant::now());
+    }
+
+    /// Whether the head routes `model` here (draining or not).
+    pub(crate) fn serves(&self, model: &str) -> bool {
+        lock(&self.serving).eligible.iter().any(|m| m == model)
+    }
+}
