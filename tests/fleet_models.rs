@@ -2,7 +2,8 @@
 //! (SmolLM2 and Gemma 3 270M), two nodes each started with one of them;
 //! requests for each are served, an idle model is unloaded after
 //! `--unload-after`, and a request for an unloaded model loads it again.
-//! `superfluid models` shows and overrides where each is loaded.
+//! `superfluid models`, and Ollama's `keep_alive`, show and override where
+//! each is loaded.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -238,6 +239,22 @@ async fn two_models_load_where_asked_and_unload_when_idle() -> Result<()> {
         "after `models load --node smol-node`: {:?}",
         loaded_on(&head, SECOND).await?
     );
+    // Ollama's clients unload with `keep_alive: 0` and an empty prompt, and
+    // load with an empty prompt alone.
+    let ollama = |body: Value| {
+        let request = head.client.post(head.url("/api/generate")).json(&body);
+        async move { anyhow::Ok(request.send().await?.json::<Value>().await?) }
+    };
+    let unloaded = ollama(json!({"model": SECOND, "keep_alive": 0})).await?;
+    ensure!(unloaded["done_reason"] == "unload", "{unloaded}");
+    wait_loaded(&head, SECOND, Duration::from_secs(20), <[String]>::is_empty).await?;
+    let loaded = ollama(json!({"model": SECOND, "keep_alive": "10m"})).await?;
+    ensure!(loaded["done_reason"] == "load", "{loaded}");
+    ensure!(
+        !loaded_on(&head, SECOND).await?.is_empty(),
+        "loaded by Ollama's empty request"
+    );
+
     let unknown = models_cli(&head, &["load", "no-such-model"])?;
     ensure!(
         !unknown.status.success()

@@ -20,6 +20,7 @@ pub mod error;
 pub mod extract;
 pub mod generation;
 pub mod info;
+pub mod keep_alive;
 pub mod options;
 pub mod refusals;
 pub mod reply;

@@ -48,6 +48,16 @@ impl Default for PlacementConfig {
     }
 }
 
+/// How long a model stays loaded after a request, as the request asked
+/// (Ollama's `keep_alive`), instead of `--unload-after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeepAlive {
+    /// Until a later request says otherwise.
+    Forever,
+    /// This long without a request; zero unloads it once nothing runs.
+    For(Duration),
+}
+
 /// The head's placement settings and the loads in progress.
 #[derive(Debug)]
 pub(crate) struct Placements {
@@ -55,6 +65,8 @@ pub(crate) struct Placements {
     pub(crate) unload_after: Option<Duration>,
     /// Model id -> the load in progress for it.
     pub(super) pending: Mutex<HashMap<String, Pending>>,
+    /// Model id -> how long its last request asked it to stay loaded.
+    keep_alive: Mutex<HashMap<String, KeepAlive>>,
 }
 
 impl Default for Placements {
@@ -63,6 +75,7 @@ impl Default for Placements {
             load_timeout: DEFAULT_LOAD_TIMEOUT,
             unload_after: Some(DEFAULT_UNLOAD_AFTER),
             pending: Mutex::default(),
+            keep_alive: Mutex::default(),
         }
     }
 }
@@ -73,6 +86,7 @@ impl Placements {
             load_timeout: config.load_timeout,
             unload_after: config.unload_after,
             pending: Mutex::default(),
+            keep_alive: Mutex::default(),
         }
     }
 }
@@ -144,6 +158,15 @@ impl Fleet {
             .filter(|m| !before.models.iter().any(|b| b.id == m.id))
         {
             tracing::info!(node = %entry.name, model = %new.id, "model loaded");
+            // That load is over: the next request that finds the model
+            // unloaded again starts another.
+            let mut pending = lock(&self.placements.pending);
+            if pending
+                .get(&new.id)
+                .is_some_and(|p| p.node_id == entry.node_id)
+            {
+                pending.remove(&new.id);
+            }
         }
         if let Some((model, reason)) = report.failed {
             if let Some(p) = lock(&self.placements.pending).get_mut(&model) {
@@ -294,32 +317,48 @@ impl Fleet {
             .map(|(id, _)| id.clone())
     }
 
-    /// Unloads every model that no request has asked a node for in
-    /// `--unload-after`, where nothing runs on that node now.
+    /// How long `model` stays loaded after its last request: as that
+    /// request asked (`Some`), or `--unload-after` (`None`).
+    pub fn set_keep_alive(&self, model: &str, keep: Option<KeepAlive>) {
+        let mut kept = lock(&self.placements.keep_alive);
+        match keep {
+            Some(keep) => kept.insert(model.to_owned(), keep),
+            None => kept.remove(model),
+        };
+    }
+
+    /// Unloads every model that no request has asked a node for in its
+    /// keep-alive (`--unload-after`, or what its last request asked), where
+    /// nothing runs on that node now.
     pub fn unload_idle(&self) {
-        let Some(after) = self.placements.unload_after else {
-            return;
+        let kept = lock(&self.placements.keep_alive).clone();
+        let idle_after = |model: &str| match kept.get(model) {
+            Some(KeepAlive::Forever) => None,
+            Some(KeepAlive::For(d)) => Some(*d),
+            None => self.placements.unload_after,
         };
         let now = Instant::now();
         for node in self.registry().entries() {
             if self.router.lock().in_flight(node.key) > 0 {
                 continue;
             }
-            let idle: Vec<String> = {
+            let idle: Vec<(String, Duration)> = {
                 let mut used = lock(&node.used);
-                let idle: Vec<String> = used
+                let idle: Vec<(String, Duration)> = used
                     .iter()
-                    .filter(|(_, at)| now.duration_since(**at) >= after)
-                    .map(|(id, _)| id.clone())
+                    .filter_map(|(id, at)| {
+                        let after = idle_after(id)?;
+                        (now.duration_since(*at) >= after).then(|| (id.clone(), after))
+                    })
                     .collect();
                 // Not again until another idle period has passed.
-                for id in &idle {
+                for (id, _) in &idle {
                     used.insert(id.clone(), now);
                 }
                 idle
             };
-            for model in idle {
-                tracing::info!(node = %node.name, %model, idle_secs = after.as_secs(), "unloading an idle model");
+            for (model, after) in idle {
+                tracing::info!(node = %node.name, %model, idle_secs = after.as_secs_f64(), "unloading an idle model");
                 let _ = node
                     .placements
                     .send(ControlMsg::Place(Placement::Unload(model)));
@@ -327,12 +366,14 @@ impl Fleet {
         }
     }
 
-    /// Runs [`Fleet::unload_idle`] every few seconds, forever.
+    /// Runs [`Fleet::unload_idle`] about every second (more often for a
+    /// short `--unload-after`), forever.
     pub async fn unload_idle_forever(self) {
-        let Some(after) = self.placements.unload_after else {
-            return;
-        };
-        let every = (after / 4).clamp(Duration::from_millis(250), Duration::from_secs(10));
+        let every = self
+            .placements
+            .unload_after
+            .map_or(Duration::from_secs(1), |after| after / 4)
+            .clamp(Duration::from_millis(250), Duration::from_secs(1));
         let mut tick = tokio::time::interval(every);
         loop {
             tick.tick().await;

@@ -159,6 +159,22 @@ async fn a_model_no_node_has_loaded_is_loaded_on_a_node_and_then_served() {
     let placed = fleet.placements();
     assert_eq!(placed.len(), 2);
     assert!(placed.iter().all(|m| m.loaded_on.len() == 1), "{placed:?}");
+    // Unloaded by hand, then asked for again: loaded again, not waited for.
+    assert_eq!(
+        fleet.unload_model("m2", None).unwrap(),
+        vec!["a".to_owned()]
+    );
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while fleet.context_len("m2").is_some() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the unload should be reported");
+    let again = tokio::time::timeout(Duration::from_secs(10), fleet.ready("m2"))
+        .await
+        .expect("a second load should not wait out the timeout");
+    assert_eq!(again.unwrap(), 512);
 }
 
 #[tokio::test]

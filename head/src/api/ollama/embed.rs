@@ -10,7 +10,6 @@ use super::super::handlers::{next_request_id, request_span};
 use super::super::request_metrics::RequestModel;
 use super::super::AppState;
 use super::extract::OllamaJson;
-use super::options::check_keep_alive;
 use super::OllamaError;
 use axum::extract::State;
 use axum::response::Response;
@@ -60,7 +59,7 @@ fn check_common(options: Option<&Value>, keep_alive: Option<&Value>) -> Result<(
             "`options` is not supported on embeddings: none of Ollama's model options change an embedding model's vectors here; send the request without `options`",
         ));
     }
-    check_keep_alive(keep_alive)
+    super::keep_alive::parse(keep_alive).map(|_| ())
 }
 
 fn model_field(model: Option<&str>) -> Result<&str, OllamaError> {
@@ -91,6 +90,8 @@ pub async fn embed(
         };
         let model = model_field(req.model.as_deref())?;
         let codec = admission.model(model, counted.as_ref())?;
+        let keep = super::keep_alive::parse(req.keep_alive.as_ref())?;
+        state.fleet.set_keep_alive(codec.id(), keep);
         let dims = embeddings::require_embedding(&state, &codec, "model")?;
         if let Some(asked) = req.dimensions.filter(|&d| d != i64::from(dims)) {
             return Err(OllamaError::field("dimensions", format!("`dimensions` {asked} is not supported: {model} gives vectors of {dims} dimensions and was not trained to be shortened; leave `dimensions` out or set it to {dims}")));
@@ -146,6 +147,8 @@ pub async fn legacy(
         };
         let model = model_field(req.model.as_deref())?;
         let codec = admission.model(model, counted.as_ref())?;
+        let keep = super::keep_alive::parse(req.keep_alive.as_ref())?;
+        state.fleet.set_keep_alive(codec.id(), keep);
         embeddings::require_embedding(&state, &codec, "model")?;
         let prompt = req.prompt.unwrap_or_default();
         let inputs = input::parse(Some(&Value::String(prompt)), "prompt")?;

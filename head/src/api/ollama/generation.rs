@@ -16,6 +16,7 @@ use super::reply::{self, Kind, Reply};
 use super::request::{ChatRequest, GenerateRequest};
 use super::OllamaError;
 use crate::codec::ModelCodec;
+use crate::fleet::placement::KeepAlive;
 use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
@@ -42,8 +43,9 @@ pub async fn chat(
             caller: caller.as_ref(),
         };
         let codec = admission.model(openai.model_id()?, counted.as_ref())?;
+        let keep = keep_alive(&state, &codec, req.keep_alive.as_ref())?;
         if req.messages.is_empty() {
-            return Ok(Reply::loaded(Kind::Chat, codec.id()));
+            return load_only(&state, Kind::Chat, &codec, keep).await;
         }
         admission.text_only(&codec)?;
         let mut params = params(&state, &codec, &openai, req.options.as_ref())?;
@@ -89,8 +91,9 @@ pub async fn generate(
             caller: caller.as_ref(),
         };
         let codec = admission.model(openai.model_id()?, counted.as_ref())?;
+        let keep = keep_alive(&state, &codec, req.keep_alive.as_ref())?;
         if req.only_loads() {
-            return Ok(Reply::loaded(Kind::Generate, codec.id()));
+            return load_only(&state, Kind::Generate, &codec, keep).await;
         }
         admission.text_only(&codec)?;
         let params = params(&state, &codec, &openai, req.options.as_ref())?;
@@ -119,6 +122,42 @@ pub async fn generate(
         .await
     };
     work.instrument(span).await
+}
+
+/// Applies the request's `keep_alive` to its model's placement; what it asked.
+fn keep_alive(
+    state: &AppState,
+    codec: &ModelCodec,
+    keep_alive: Option<&serde_json::Value>,
+) -> Result<Option<KeepAlive>, OllamaError> {
+    let keep = super::keep_alive::parse(keep_alive)?;
+    state.fleet.set_keep_alive(codec.id(), keep);
+    Ok(keep)
+}
+
+/// A request with no messages or prompt, as Ollama's clients send to load
+/// a model (or, with `keep_alive: 0`, to unload it): done once the fleet
+/// has it loaded, or once its nodes were told to unload it.
+async fn load_only(
+    state: &AppState,
+    kind: Kind,
+    codec: &ModelCodec,
+    keep: Option<KeepAlive>,
+) -> Result<Response, OllamaError> {
+    if keep == Some(KeepAlive::For(std::time::Duration::ZERO)) {
+        let nodes = state
+            .fleet
+            .unload_model(codec.id(), None)
+            .map_err(ApiError::from)?;
+        tracing::info!(model = %codec.id(), ?nodes, "unloading the model, as keep_alive 0 asked");
+        return Ok(Reply::finished(kind, codec.id(), "unload"));
+    }
+    state
+        .fleet
+        .ready(codec.id())
+        .await
+        .map_err(ApiError::from)?;
+    Ok(Reply::finished(kind, codec.id(), "load"))
 }
 
 /// The generation parameters, with errors naming Ollama's fields and

@@ -1,4 +1,4 @@
-//! Ollama's `options`, `format`, `keep_alive` and `think`, mapped onto the
+//! Ollama's `options`, `format` and `think`, mapped onto the
 //! fields of the OpenAI request that the one generation path reads.
 
 use super::super::types::CompletionRequest;
@@ -149,28 +149,6 @@ pub fn response_format(format: Option<&Value>) -> Result<Option<Value>, OllamaEr
             format!("`format` must be \"json\" or a JSON schema object (got {other})"),
         )),
     }
-}
-
-/// `keep_alive`: nodes keep their model loaded while they run, which is
-/// what any positive or negative value asks for; 0 (unload now) is refused.
-pub fn check_keep_alive(keep_alive: Option<&Value>) -> Result<(), OllamaError> {
-    let zero = match keep_alive {
-        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
-        Some(Value::String(s)) => {
-            s.trim_start_matches('0')
-                .chars()
-                .all(|c| c.is_ascii_alphabetic())
-                && s.starts_with('0')
-        }
-        _ => false,
-    };
-    if zero {
-        return Err(OllamaError::field(
-            "keep_alive",
-            "`keep_alive: 0` (unload the model) is not supported: nodes keep their model loaded while they run; stop or drain a node to free its memory",
-        ));
-    }
-    Ok(())
 }
 
 /// `think`: no model here reasons in a separate channel; `false` is

@@ -120,12 +120,12 @@ impl Reply {
         object
     }
 
-    /// The answer to a request that only loads the model: the model is
-    /// loaded on its nodes already.
-    pub fn loaded(kind: Kind, model: &str) -> Response {
+    /// The answer to a request that only loads (`reason` "load") or
+    /// unloads ("unload") the model.
+    pub fn finished(kind: Kind, model: &str, reason: &str) -> Response {
         let now = Instant::now();
         let reply = Reply::new(kind, model, now, now);
-        Json(reply.done("", "load", Usage::default())).into_response()
+        Json(reply.done("", reason, Usage::default())).into_response()
     }
 }
 

@@ -116,7 +116,7 @@ fn common(
     keep_alive: Option<&Value>,
     think: Option<&Value>,
 ) -> Result<CompletionRequest, OllamaError> {
-    options::check_keep_alive(keep_alive)?;
+    super::keep_alive::parse(keep_alive)?;
     options::check_think(think)?;
     let mut req = CompletionRequest {
         // Ollama's clients name models `NAME:TAG`; every model here is

@@ -108,11 +108,11 @@ fn features_superfluid_lacks_are_refused_naming_the_field() {
             "think",
         ),
         (
-            chat(json!({"model": "m", "messages": [], "keep_alive": 0})),
+            chat(json!({"model": "m", "messages": [], "keep_alive": "soon"})),
             "keep_alive",
         ),
         (
-            chat(json!({"model": "m", "messages": [], "keep_alive": "0s"})),
+            chat(json!({"model": "m", "messages": [], "keep_alive": true})),
             "keep_alive",
         ),
         (
