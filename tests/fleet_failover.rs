@@ -208,7 +208,7 @@ async fn post(head: &Head, body: &Value) -> (u16, Value) {
 }
 
 /// Which of `names` runs a generation now.
-fn busy_node(head: &Head, names: &[&'static str]) -> Option<usize> {
+pub fn busy_node(head: &Head, names: &[&'static str]) -> Option<usize> {
     let mut busy = None;
     wait_until(
         || {

@@ -9,6 +9,7 @@ mod browser;
 mod cross_api_cache;
 mod embeddings;
 mod fleet_failover;
+mod fleet_failover_sampled;
 mod fleet_mdns;
 mod fleet_membership;
 mod fleet_models;

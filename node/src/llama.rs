@@ -10,6 +10,7 @@
 //! that drives it on the wall clock.
 
 mod context;
+mod draw;
 pub mod embed;
 mod engine_thread;
 mod grammar;

@@ -82,15 +82,19 @@ pub trait Backend {
 
     /// The sampler for a generation with `sampling`, held to `constraint`,
     /// that scores each pick with `logprobs` alternatives when asked (see
-    /// [`Backend::logprobs`]).
+    /// [`Backend::logprobs`]). `generated` are the tokens of the answer
+    /// produced already, the end of the prompt of a continuation (see
+    /// [`Sampling::generated`]): the sampler takes up from after them.
     ///
     /// # Errors
-    /// [`BackendError::Constraint`] when the constraint cannot be built.
+    /// [`BackendError::Constraint`] when the constraint cannot be built or
+    /// does not accept `generated`.
     fn sampler(
         &mut self,
         sampling: &Sampling,
         constraint: Option<&Constraint>,
         logprobs: Option<u8>,
+        generated: &[u32],
     ) -> Result<Self::Sampler, BackendError>;
 
     /// Computes `batch` (in slot order), extending each token's sequence.

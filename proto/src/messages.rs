@@ -160,6 +160,13 @@ pub struct Sampling {
     /// Added to these tokens' logits before any other stage, as (token id,
     /// bias) pairs; ids outside the vocabulary are skipped.
     pub logit_bias: Vec<(u32, f32)>,
+    /// How many of the prompt's last tokens this answer generated already:
+    /// non-zero only for a continuation, an answer the head moved from a
+    /// lost node. The random draw for each generated token comes from
+    /// `seed` and the token's position in the whole answer, so the
+    /// continuation draws what the first node would have; the penalties
+    /// and the `constraint` replay those tokens before the first pick.
+    pub generated: u32,
 }
 
 impl Default for Sampling {
@@ -175,6 +182,7 @@ impl Default for Sampling {
             frequency_penalty: 0.0,
             penalty_last_n: 64,
             logit_bias: Vec::new(),
+            generated: 0,
         }
     }
 }

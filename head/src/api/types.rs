@@ -191,6 +191,7 @@ impl CompletionRequest {
             frequency_penalty: range("frequency_penalty", self.frequency_penalty, -2.0, 2.0, 0.0)?,
             penalty_last_n: defaults.penalty_last_n,
             logit_bias: super::bias::parse(self.logit_bias.as_ref())?,
+            generated: 0,
         };
         let max_tokens = match (self.max_completion_tokens, self.max_tokens) {
             (Some(m), _) => Some(positive("max_completion_tokens", m)?),

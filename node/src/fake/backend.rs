@@ -29,6 +29,9 @@ impl Backend for FakeBackend {
         sampling: &Sampling,
         constraint: Option<&Constraint>,
         logprobs: Option<u8>,
+        // The fake's tokens are a function of the sequence so far, so a
+        // continuation picks what an uninterrupted run would without help.
+        _generated: &[u32],
     ) -> Result<Self::Sampler, BackendError> {
         // The fake's tokens are not text, so no grammar can hold over them:
         // refusing says so, where ignoring it would pretend to enforce it.

@@ -59,6 +59,7 @@ impl Backend for ContextBackend<'_> {
         sampling: &Sampling,
         constraint: Option<&Constraint>,
         logprobs: Option<u8>,
+        generated: &[u32],
     ) -> Result<Picker, BackendError> {
         let matcher = match constraint {
             None => None,
@@ -70,13 +71,15 @@ impl Backend for ContextBackend<'_> {
                 Some(grammars.matcher(constraint)?)
             }
         };
-        Ok(match (logprobs, matcher) {
+        let mut picker = match (logprobs, matcher) {
             (Some(top), matcher) => {
                 Picker::scored(sampling, self.n_vocab, matcher, top.min(MAX_TOP_LOGPROBS))
             }
             (None, Some(matcher)) => Picker::constrained(sampling, self.n_vocab, matcher),
             (None, None) => Picker::new(sampling, self.n_vocab),
-        })
+        };
+        picker.resume(generated)?;
+        Ok(picker)
     }
 
     fn logprobs(&mut self, picker: &mut Picker, token: u32) -> Option<TokenLogprob> {

@@ -9,6 +9,7 @@ use llama_cpp_2::token::LlamaToken;
 use llguidance::Matcher;
 use superfluid_proto::Sampling;
 
+use super::draw::Draw;
 use crate::schedule::BackendError;
 use crate::scoring::{self, Scores};
 
@@ -17,8 +18,14 @@ pub enum Picker {
     /// Plain greedy decoding: the most likely token, read straight from the
     /// logits (the sampler chain would first copy the whole vocabulary).
     Argmax,
-    /// A llama.cpp sampler chain; it accepts each token it samples.
-    Chain(LlamaSampler),
+    /// A llama.cpp sampler chain; it accepts each token it samples. The
+    /// random pick, when the sampling has one, is `draw`'s.
+    Chain {
+        /// The request's sampling, up to the random pick.
+        chain: LlamaSampler,
+        /// The random pick; `None` when the chain picks greedily.
+        draw: Option<Draw>,
+    },
     /// A chain that picks only among the tokens `matcher` allows. The
     /// matcher stays on the Rust side, rather than inside the chain as a
     /// llama.cpp sampler, so that a grammar failing mid-generation fails
@@ -26,8 +33,10 @@ pub enum Picker {
     Constrained {
         /// Where the output stands in the grammar.
         matcher: Box<Matcher>,
-        /// The request's sampling.
+        /// The request's sampling, up to the random pick.
         chain: LlamaSampler,
+        /// The random pick; `None` when the chain picks greedily.
+        draw: Option<Draw>,
     },
     /// Any of the above that also scores each pick (the request asked for
     /// log probabilities).
@@ -43,8 +52,10 @@ pub struct Scored {
     matcher: Option<Matcher>,
     /// Logit biases and penalties; `None` when the request has neither.
     pre: Option<LlamaSampler>,
-    /// The rest of the chain, ending in the pick.
+    /// The rest of the chain, up to the random pick (or the greedy one).
     post: LlamaSampler,
+    /// The random pick; `None` when `post` picks greedily.
+    draw: Option<Draw>,
     /// How many alternatives to report.
     top: usize,
     /// The candidates after `pre`, reused from step to step.
@@ -66,30 +77,85 @@ impl Picker {
         if plain {
             Picker::Argmax
         } else {
-            Picker::Chain(build(sampling, n_vocab))
+            let (chain, draw) = build(sampling, n_vocab);
+            Picker::Chain { chain, draw }
         }
     }
 
     /// [`Picker::new`]'s sampling, held to `matcher`.
     pub fn constrained(sampling: &Sampling, n_vocab: i32, matcher: Matcher) -> Self {
+        let (chain, draw) = build(sampling, n_vocab);
         Picker::Constrained {
             matcher: Box::new(matcher),
-            chain: build(sampling, n_vocab),
+            chain,
+            draw,
         }
     }
 
     /// [`Picker::new`] or [`Picker::constrained`]'s sampling that also
     /// scores each pick with `top` alternatives (see [`Picker::take_scores`]).
     pub fn scored(sampling: &Sampling, n_vocab: i32, matcher: Option<Matcher>, top: u8) -> Self {
-        let (pre, post) = stages(sampling, n_vocab);
+        let (pre, post, draw) = stages(sampling, n_vocab);
         Picker::Scored(Box::new(Scored {
             matcher,
             pre: (!pre.is_empty()).then(|| LlamaSampler::chain_simple(pre)),
             post: LlamaSampler::chain_simple(post),
+            draw,
             top: usize::from(top),
             seen: Vec::new(),
             last: None,
         }))
+    }
+
+    /// Takes up a generation another node started: `generated` are the
+    /// tokens it produced (the last ones of this generation's prompt). The
+    /// penalties count them as picked, the constraint moves past them, and
+    /// the random draws go on from the position after them, so the picks
+    /// that follow are the ones the first node would have made.
+    ///
+    /// # Errors
+    /// [`BackendError::Constraint`] when the constraint does not accept them.
+    pub fn resume(&mut self, generated: &[u32]) -> Result<(), BackendError> {
+        if generated.is_empty() {
+            return Ok(());
+        }
+        let tokens = || {
+            generated
+                .iter()
+                .filter_map(|&t| i32::try_from(t).ok().map(LlamaToken))
+        };
+        let skip = |draw: &mut Option<Draw>| {
+            if let Some(draw) = draw {
+                draw.skip(generated.len());
+            }
+        };
+        match self {
+            Picker::Argmax => {}
+            Picker::Chain { chain, draw } => {
+                chain.accept_many(tokens());
+                skip(draw);
+            }
+            Picker::Constrained {
+                matcher,
+                chain,
+                draw,
+            } => {
+                chain.accept_many(tokens());
+                skip(draw);
+                replay(matcher, generated)?;
+            }
+            Picker::Scored(scored) => {
+                if let Some(pre) = &mut scored.pre {
+                    pre.accept_many(tokens());
+                }
+                scored.post.accept_many(tokens());
+                skip(&mut scored.draw);
+                if let Some(matcher) = &mut scored.matcher {
+                    replay(matcher, generated)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The scores of the token last picked, if this picker scores and
@@ -127,10 +193,22 @@ impl Picker {
                 }
                 LlamaToken(i32::try_from(best).unwrap_or(0))
             }
-            Picker::Chain(sampler) => sampler.sample(ctx, batch_index),
-            Picker::Constrained { matcher, chain } => {
-                pick_allowed(matcher, chain, ctx, batch_index)?
+            Picker::Chain { chain, draw: None } => chain.sample(ctx, batch_index),
+            Picker::Chain {
+                chain,
+                draw: Some(draw),
+            } => {
+                let mut candidates =
+                    LlamaTokenDataArray::from_iter(ctx.candidates_ith(batch_index), false);
+                let token = finish(&mut candidates, chain, Some(draw))?;
+                chain.accept(token);
+                token
             }
+            Picker::Constrained {
+                matcher,
+                chain,
+                draw,
+            } => pick_allowed(matcher, chain, draw.as_mut(), ctx, batch_index)?,
             Picker::Scored(scored) => scored.pick(ctx, batch_index)?,
         })
     }
@@ -170,10 +248,7 @@ impl Scored {
                 .iter()
                 .filter_map(|c| Some((u32::try_from(c.id().0).ok()?, c.logit()))),
         );
-        candidates.apply_sampler(&mut self.post);
-        let token = candidates
-            .selected_token()
-            .ok_or_else(|| failed("the sampler picked no token".into()))?;
+        let token = finish(&mut candidates, &mut self.post, self.draw.as_mut())?;
         if let Some(pre) = &mut self.pre {
             pre.accept(token);
         }
@@ -198,6 +273,7 @@ impl Scored {
 fn pick_allowed(
     matcher: &mut Matcher,
     chain: &mut LlamaSampler,
+    draw: Option<&mut Draw>,
     ctx: &LlamaContext<'_>,
     batch_index: i32,
 ) -> Result<LlamaToken, BackendError> {
@@ -216,10 +292,7 @@ fn pick_allowed(
             "the grammar allows no token of this model's vocabulary here".into(),
         ));
     }
-    candidates.apply_sampler(chain);
-    let token = candidates
-        .selected_token()
-        .ok_or_else(|| failed("the sampler picked no token".into()))?;
+    let token = finish(&mut candidates, chain, draw)?;
     chain.accept(token);
     if !matcher.is_stopped() {
         let id =
@@ -231,20 +304,55 @@ fn pick_allowed(
     Ok(token)
 }
 
+/// Moves `matcher` past tokens generated under it on another node.
+fn replay(matcher: &mut Matcher, generated: &[u32]) -> Result<(), BackendError> {
+    for &token in generated {
+        if matcher.is_stopped() {
+            break;
+        }
+        matcher
+            .consume_token(token)
+            .map_err(|e| BackendError::Constraint { source: e.into() })?;
+    }
+    Ok(())
+}
+
+/// Applies `chain` to `candidates`, then `draw`'s random pick if there is
+/// one, and returns the token picked (not yet accepted by the chain).
+fn finish(
+    candidates: &mut LlamaTokenDataArray,
+    chain: &mut LlamaSampler,
+    draw: Option<&mut Draw>,
+) -> Result<LlamaToken, BackendError> {
+    candidates.apply_sampler(chain);
+    let picked = match draw {
+        Some(draw) => draw.pick(candidates),
+        None => candidates.selected_token(),
+    };
+    picked.ok_or_else(|| BackendError::Constraint {
+        source: "the sampler picked no token".into(),
+    })
+}
+
 /// The chain for one generation: logit biases, penalties, top-k, top-p,
-/// min-p and temperature, then a seeded random pick; greedy when
+/// min-p and temperature, and the random pick after it ([`Draw`], seeded
+/// per position of the answer); a greedy pick ending the chain when
 /// `temperature <= 0`.
 /// Disabled stages are left out so the common cases stay cheap.
 /// Values that are not finite count as "disabled".
-pub fn build(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
-    let (mut chain, post) = stages(sampling, n_vocab);
+pub fn build(sampling: &Sampling, n_vocab: i32) -> (LlamaSampler, Option<Draw>) {
+    let (mut chain, post, draw) = stages(sampling, n_vocab);
     chain.extend(post);
-    LlamaSampler::chain_simple(chain)
+    (LlamaSampler::chain_simple(chain), draw)
 }
 
 /// [`build`]'s stages in two parts: the logit biases and penalties, which
-/// change the distribution, and the rest, which pick from it.
-fn stages(sampling: &Sampling, n_vocab: i32) -> (Vec<LlamaSampler>, Vec<LlamaSampler>) {
+/// change the distribution, and the rest, which pick from it; and the
+/// random pick, if any.
+fn stages(
+    sampling: &Sampling,
+    n_vocab: i32,
+) -> (Vec<LlamaSampler>, Vec<LlamaSampler>, Option<Draw>) {
     let mut pre = Vec::with_capacity(2);
     let mut chain = Vec::with_capacity(5);
     let biases: Vec<LlamaLogitBias> = sampling
@@ -274,7 +382,7 @@ fn stages(sampling: &Sampling, n_vocab: i32) -> (Vec<LlamaSampler>, Vec<LlamaSam
     let temperature = finite_or(sampling.temperature, 0.0);
     if temperature <= 0.0 {
         chain.push(LlamaSampler::greedy());
-        return (pre, chain);
+        return (pre, chain, None);
     }
     if sampling.top_k > 0 {
         let k = i32::try_from(sampling.top_k)
@@ -289,6 +397,5 @@ fn stages(sampling: &Sampling, n_vocab: i32) -> (Vec<LlamaSampler>, Vec<LlamaSam
         chain.push(LlamaSampler::min_p(sampling.min_p, 1));
     }
     chain.push(LlamaSampler::temp(temperature));
-    chain.push(LlamaSampler::dist(sampling.seed));
-    (pre, chain)
+    (pre, chain, Some(Draw::new(sampling.seed)))
 }

@@ -12,6 +12,7 @@ use superfluid_proto::{
 
 use super::{LlamaConfig, LlamaEngine};
 
+mod continuation;
 mod ledger;
 mod scoring;
 mod structured;

@@ -56,10 +56,13 @@ impl<B: Backend> Scheduler<B> {
                 continue;
             };
             let request = &job.request;
+            let generated = request.sampling.generated as usize;
+            let answered = &request.prompt[request.prompt.len().saturating_sub(generated)..];
             let sampler = match backend.sampler(
                 &request.sampling,
                 request.constraint.as_ref(),
                 request.logprobs,
+                answered,
             ) {
                 Ok(sampler) => sampler,
                 Err(e) => {
@@ -141,6 +144,17 @@ impl<B: Backend> Scheduler<B> {
             let _ = job.events.send(GenerateEvent::Failed {
                 kind: error.failure_kind(),
                 message: error.to_string(),
+            });
+            return None;
+        }
+        let generated = job.request.sampling.generated;
+        if generated > len {
+            // Only a head out of step with this node sends it: its client
+            // is not at fault.
+            let message = format!("the request says {generated} tokens of its answer were generated already, but its prompt has only {len}; the head and this node disagree about the request");
+            let _ = job.events.send(GenerateEvent::Failed {
+                kind: FailureKind::Engine,
+                message,
             });
             return None;
         }

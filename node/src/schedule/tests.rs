@@ -47,6 +47,7 @@ impl Backend for Recorder {
         _sampling: &Sampling,
         constraint: Option<&Constraint>,
         _logprobs: Option<u8>,
+        _generated: &[u32],
     ) -> Result<(), BackendError> {
         match constraint {
             Some(_) => Err(BackendError::Constraint {

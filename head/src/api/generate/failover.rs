@@ -4,14 +4,16 @@
 //! The head holds the prompt and every token it has streamed, so another
 //! node can take the answer over: it gets the prompt followed by the
 //! generated tokens as its prompt (it prefills them instead of sampling them
-//! again) and `max_tokens` lowered by what was produced. The head's
+//! again) and `max_tokens` lowered by what was produced, and is told how
+//! many of its prompt's tokens are the answer's, so that its sampler takes
+//! up where the lost node's stood (see [`continuation`]). The head's
 //! detokenizer and stop matcher carry on across the seam, so the client's
 //! text goes on with nothing repeated, nothing lost and no character cut in
 //! half.
 
 use std::time::{Duration, Instant};
 
-use superfluid_proto::{GenerateRequest, TokenId};
+use superfluid_proto::{GenerateRequest, Sampling, TokenId};
 
 use crate::fleet::{Fleet, FleetError, RemoteGeneration};
 
@@ -154,27 +156,13 @@ impl Relay {
         let Some(left) = self.first.max_tokens.checked_sub(done).filter(|n| *n > 0) else {
             return Err(Stuck::Complete);
         };
-        // The next node's grammar would start from the beginning of the
-        // answer, not from where the text stands: refuse rather than let it
-        // constrain the rest as if it were the start.
-        if self.first.constraint.is_some() && !generated.is_empty() {
-            return Err(Stuck::Failed(gave_up(
-                lost,
-                "a constrained answer cannot yet continue on another node".into(),
-            )));
-        }
         if self.moves >= MAX_MOVES {
             return Err(Stuck::Failed(gave_up(
                 lost,
                 format!("it was moved {MAX_MOVES} times already"),
             )));
         }
-        self.request = GenerateRequest {
-            prompt: [self.first.prompt.as_slice(), generated].concat(),
-            max_tokens: left,
-            slot: None,
-            ..self.first.clone()
-        };
+        self.request = continuation(&self.first, generated, left);
         let deadline = Instant::now() + WAIT_FOR_NODE;
         loop {
             match self.take_over().await {
@@ -210,6 +198,25 @@ impl Relay {
     }
 }
 
+/// `first` continued on another node after it `generated` these tokens,
+/// with `left` more to go. The node prefills the generated tokens with the
+/// prompt and is told they are the answer's: its random draws go on from
+/// the position after them (so a seeded answer samples what the lost node
+/// would have), and its penalties and grammar replay them first (so a
+/// constrained answer goes on where its text stands in the grammar).
+fn continuation(first: &GenerateRequest, generated: &[TokenId], left: u32) -> GenerateRequest {
+    GenerateRequest {
+        prompt: [first.prompt.as_slice(), generated].concat(),
+        max_tokens: left,
+        slot: None,
+        sampling: Sampling {
+            generated: u32::try_from(generated.len()).unwrap_or(u32::MAX),
+            ..first.sampling.clone()
+        },
+        ..first.clone()
+    }
+}
+
 /// The error a client hears when its generation could not be moved.
 fn gave_up(lost: FleetError, why: String) -> FleetError {
     match lost {
@@ -225,7 +232,37 @@ fn gave_up(lost: FleetError, why: String) -> FleetError {
 
 #[cfg(test)]
 mod tests {
+    use superfluid_proto::Constraint;
+
     use super::*;
+
+    #[test]
+    fn a_continuation_tells_the_node_where_the_answer_begins() {
+        let first = GenerateRequest {
+            model: "m".into(),
+            prompt: vec![1, 2, 3],
+            sampling: Sampling {
+                temperature: 1.0,
+                seed: 9,
+                ..Sampling::default()
+            },
+            max_tokens: 10,
+            slot: Some(2),
+            constraint: Some(Constraint::JsonSchema(r#"{"type":"object"}"#.into())),
+            logprobs: Some(1),
+        };
+        let next = continuation(&first, &[7, 8], 8);
+        assert_eq!(next.prompt, [1, 2, 3, 7, 8]);
+        assert_eq!(next.sampling.generated, 2);
+        assert_eq!(next.max_tokens, 8);
+        assert_eq!(next.slot, None);
+        // The same seed, and the same grammar, replayed on the node.
+        assert_eq!(next.sampling.seed, 9);
+        assert_eq!(next.constraint, first.constraint);
+        assert_eq!(next.logprobs, Some(1));
+        let again = continuation(&first, &[7, 8, 4], 7);
+        assert_eq!(again.sampling.generated, 3);
+    }
 
     #[test]
     fn the_watchdog_waits_without_limit_until_the_first_token() {

@@ -6,7 +6,7 @@ use superfluid_proto::{Constraint, FailureKind, FinishReason, GenerateEvent, Gen
 use super::{engine, greedy, run, tokenize, TOKENIZER};
 use crate::engine::Engine;
 
-fn person_schema() -> Value {
+pub(super) fn person_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -19,14 +19,14 @@ fn person_schema() -> Value {
     })
 }
 
-fn constrained(text: &str, max_tokens: u32, schema: &Value) -> GenerateRequest {
+pub(super) fn constrained(text: &str, max_tokens: u32, schema: &Value) -> GenerateRequest {
     GenerateRequest {
         constraint: Some(Constraint::JsonSchema(schema.to_string())),
         ..greedy(text, max_tokens)
     }
 }
 
-fn text_of(tokens: &[u32]) -> String {
+pub(super) fn text_of(tokens: &[u32]) -> String {
     let _ = tokenize("");
     let model = TOKENIZER.get().expect("tokenizer loaded");
     let mut bytes = Vec::new();
@@ -40,7 +40,7 @@ fn text_of(tokens: &[u32]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-fn assert_person(text: &str) {
+pub(super) fn assert_person(text: &str) {
     let value: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
     let object = value.as_object().expect("an object");
     let mut keys: Vec<_> = object.keys().map(String::as_str).collect();
