@@ -177,8 +177,13 @@ async fn agent_says_hello_and_serves_a_generation_from_the_fake_engine() {
             models: vec![model()],
             join_token: None,
             hardware: crate::hardware::describe().to_owned(),
-            free_memory: 0,
+            // The machine's `MemAvailable`, whatever it is now.
+            free_memory: joined.hello.free_memory,
         }
+    );
+    assert!(
+        joined.hello.free_memory > 0,
+        "this Linux machine reports its free memory"
     );
 
     let (_send, mut recv) = start_generation(&joined.conn, &request("m", 5)).await;
@@ -266,7 +271,10 @@ async fn a_submit_error_is_sent_as_failed() {
         panic!("{event:?}")
     };
     assert_eq!(kind, FailureKind::UnknownModel);
-    assert!(message.contains("does not serve"), "{message}");
+    assert!(
+        message.contains("does not have model \"other\" loaded") && message.contains("it serves m"),
+        "{message}"
+    );
     assert!(within(read_frame::<GenerateEvent>(&mut recv))
         .await
         .unwrap()
