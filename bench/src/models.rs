@@ -110,6 +110,7 @@ async fn welcomed_node(store: ModelStore) -> Result<(quinn::Connection, quinn::E
         join_token: None,
         hardware: "bench machine".into(),
         free_memory: 0,
+        on_disk: Vec::new(),
     };
     write_frame(&mut send, &hello).await?;
     match read_frame::<HeadReply>(&mut recv).await? {

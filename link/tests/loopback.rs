@@ -103,6 +103,7 @@ async fn frames_round_trip_over_loopback_quic() {
         join_token: None,
         hardware: "test machine".into(),
         free_memory: 0,
+        on_disk: Vec::new(),
     };
     write_frame(&mut send, &hello).await.unwrap();
     let (mut head_send, mut head_recv) = within(head_side.accept_bi()).await.unwrap();

@@ -165,6 +165,29 @@ impl ModelSet {
             .or_else(|| self.cache.as_ref()?.cached(offer))
     }
 
+    /// The sha256 of every model file this node has: those it loaded, and
+    /// the verified files in its cache (at most
+    /// [`superfluid_proto::placement::MAX_ON_DISK`]).
+    pub fn on_disk(&self) -> Vec<String> {
+        let mut hashes: Vec<String> = lock(&self.files).keys().cloned().collect();
+        if let Some(dir) = self.cache.as_ref().map(ModelCache::dir) {
+            let cached = std::fs::read_dir(dir).into_iter().flatten().flatten();
+            for entry in cached {
+                let name = entry.file_name();
+                let Some(hash) = name.to_str().and_then(|n| n.strip_suffix(".gguf")) else {
+                    continue;
+                };
+                if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    hashes.push(hash.to_owned());
+                }
+            }
+        }
+        hashes.sort();
+        hashes.dedup();
+        hashes.truncate(superfluid_proto::placement::MAX_ON_DISK);
+        hashes
+    }
+
     /// Marks `id` as loading; `false` if it already is.
     pub(crate) fn start_loading(&self, id: &str) -> bool {
         lock(&self.loading).insert(id.to_owned())

@@ -44,6 +44,10 @@ pub struct NodeHello {
     /// Memory the machine has free for a model, in bytes; 0 if unknown.
     #[serde(default)]
     pub free_memory: u64,
+    /// The sha256 of each verified model file the node has on disk (see
+    /// [`crate::placement::ModelsReport::on_disk`]).
+    #[serde(default)]
+    pub on_disk: Vec<String>,
 }
 
 /// The head's answer to a [`NodeHello`].

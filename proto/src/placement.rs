@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 use crate::messages::ModelDescription;
 use crate::transfer::ModelOffer;
 
+/// Model files a node lists as on disk, at most; the head reads no more.
+pub const MAX_ON_DISK: usize = 256;
+
 /// Head to node: a change to the models the node keeps loaded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Placement {
@@ -31,6 +34,10 @@ pub struct ModelsReport {
     pub models: Vec<ModelDescription>,
     /// Memory the machine has free for another model, in bytes; 0 if unknown.
     pub free_memory: u64,
+    /// The sha256 of every verified model file the node has on disk, loaded
+    /// or not (at most [`MAX_ON_DISK`]): a model placed there loads without
+    /// a transfer.
+    pub on_disk: Vec<String>,
     /// A load the node could not do: the model id and why.
     pub failed: Option<(String, String)>,
 }

@@ -60,6 +60,7 @@ async fn holding_stub(head_addr: std::net::SocketAddr, head: &Identity) -> Arc<A
         join_token: None,
         hardware: "test machine".into(),
         free_memory: 0,
+        on_disk: Vec::new(),
     };
     write_frame(&mut send, &hello).await.unwrap();
     let _reply: Option<superfluid_proto::HeadReply> = read_frame(&mut recv).await.unwrap();

@@ -95,6 +95,7 @@ async fn node(head: &Head, id: &Identity, token: Option<&str>, sha256: &str) -> 
         join_token: token.map(str::to_owned),
         hardware: "test machine".into(),
         free_memory: 0,
+        on_disk: Vec::new(),
     };
     write_frame(&mut send, &hello).await.unwrap();
     let reply: HeadReply = within(read_frame(&mut recv)).await.unwrap().unwrap();

@@ -240,6 +240,11 @@ async fn hello(
         models: hello.models,
         hardware: superfluid_proto::hardware::bounded(&hello.hardware),
         free_memory: hello.free_memory,
+        on_disk: hello
+            .on_disk
+            .into_iter()
+            .take(superfluid_proto::placement::MAX_ON_DISK)
+            .collect(),
         connection: conn.clone(),
         labels,
         placements,

@@ -44,6 +44,7 @@ fn joining(name: &str, node: &Identity, connected: &Connected) -> Joining {
         }],
         hardware: String::new(),
         free_memory: 0,
+        on_disk: Vec::new(),
         connection: connected.head_side.clone(),
         labels: Vec::new(),
         placements: tokio::sync::mpsc::unbounded_channel().0,

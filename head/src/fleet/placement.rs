@@ -125,13 +125,15 @@ impl Fleet {
     /// served, the blocks of a model it unloaded are forgotten, and a load
     /// it could not do ends the wait for it.
     pub(crate) fn models_changed(&self, entry: &NodeEntry, report: ModelsReport) {
-        let before = entry.set_models(report.models.clone(), report.free_memory, &self.models);
+        let failed = report.failed.clone();
+        let models = report.models.clone();
+        let before = entry.set_models(report, &self.models);
         {
             let mut router = self.router.lock();
             for gone in before
                 .models
                 .iter()
-                .filter(|m| !report.models.iter().any(|n| n.id == m.id))
+                .filter(|m| !models.iter().any(|n| n.id == m.id))
             {
                 let events = (0..gone.slots.min(MAX_CLEARED_SLOTS))
                     .map(|slot| KvEvent::Cleared { slot })
@@ -145,15 +147,13 @@ impl Fleet {
                 );
                 tracing::info!(node = %entry.name, model = %gone.id, "model unloaded");
             }
-            let slots = report
-                .models
+            let slots = models
                 .iter()
                 .fold(0u32, |sum, m| sum.saturating_add(m.slots));
             router.add_node(entry.key, slots);
-            router.describe_node(entry.key, &report.models);
+            router.describe_node(entry.key, &models);
         }
-        for new in report
-            .models
+        for new in models
             .iter()
             .filter(|m| !before.models.iter().any(|b| b.id == m.id))
         {
@@ -168,7 +168,7 @@ impl Fleet {
                 pending.remove(&new.id);
             }
         }
-        if let Some((model, reason)) = report.failed {
+        if let Some((model, reason)) = failed {
             if let Some(p) = lock(&self.placements.pending).get_mut(&model) {
                 if p.node_id == entry.node_id {
                     p.failure = Some(reason);
@@ -286,8 +286,8 @@ impl Fleet {
     }
 
     /// The node that should load `offer`: one taking work, not in `tried`,
-    /// preferring those with the memory for it, then fewer loaded models,
-    /// then more free memory.
+    /// preferring those with the memory for it, then those with its file
+    /// on disk (no transfer), then fewer loaded models, then more free memory.
     fn best_node_for(&self, offer: &ModelOffer, tried: &[String]) -> Option<Arc<NodeEntry>> {
         let need = needed(offer);
         self.registry()
@@ -298,8 +298,10 @@ impl Fleet {
             .max_by_key(|n| {
                 let served = n.serving();
                 let fits = served.free_memory == 0 || served.free_memory >= need;
+                let has_file = served.on_disk.contains(&offer.sha256);
                 (
                     fits,
+                    has_file,
                     std::cmp::Reverse(served.models.len()),
                     served.free_memory,
                 )

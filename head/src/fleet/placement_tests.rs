@@ -70,6 +70,18 @@ async fn stub(
     loaded: Vec<ModelDescription>,
     on_load: OnLoad,
 ) -> Stub {
+    stub_with_files(listener, head, name, loaded, Vec::new(), on_load).await
+}
+
+/// [`stub`], with the sha256 of the files it has on disk.
+async fn stub_with_files(
+    listener: &LinkListener,
+    head: &Identity,
+    name: &str,
+    loaded: Vec<ModelDescription>,
+    on_disk: Vec<String>,
+    on_load: OnLoad,
+) -> Stub {
     let id = Identity::generate().unwrap();
     let endpoint = client_endpoint(listener.addr, &id, head.fingerprint()).unwrap();
     let conn = connect(&endpoint, listener.addr).await.unwrap();
@@ -81,6 +93,7 @@ async fn stub(
         join_token: None,
         hardware: String::new(),
         free_memory: 0,
+        on_disk,
     };
     write_frame(&mut send, &hello).await.unwrap();
     let reply: HeadReply = read_frame(&mut recv).await.unwrap().unwrap();
@@ -110,6 +123,7 @@ async fn stub(
             let report = ModelsReport {
                 models: models.clone(),
                 free_memory: 0,
+                on_disk: Vec::new(),
                 failed,
             };
             if write_frame(&mut send, &ControlMsg::Models(report))
@@ -178,6 +192,33 @@ async fn a_model_no_node_has_loaded_is_loaded_on_a_node_and_then_served() {
 }
 
 #[tokio::test]
+async fn a_node_with_the_file_on_disk_is_preferred_for_a_load() {
+    let (fleet, listener, identity) = head(PlacementConfig::default()).await;
+    let mut without = stub(&listener, &identity, "without", vec![], OnLoad::Load).await;
+    joined(&fleet, 1).await;
+    let sha = file("m2").sha256;
+    let _with = stub_with_files(
+        &listener,
+        &identity,
+        "with",
+        vec![],
+        vec![sha],
+        OnLoad::Load,
+    )
+    .await;
+    joined(&fleet, 2).await;
+    tokio::time::timeout(Duration::from_secs(10), fleet.ready("m2"))
+        .await
+        .expect("the load should finish")
+        .unwrap();
+    assert_eq!(fleet.loaded_on("m2"), vec!["with".to_owned()]);
+    assert!(
+        without.placements.try_recv().is_err(),
+        "the node without the file was not asked"
+    );
+}
+
+#[tokio::test]
 async fn a_load_that_fails_everywhere_is_a_clear_error_naming_the_reason() {
     let (fleet, listener, identity) = head(PlacementConfig::default()).await;
     let _a = stub(
@@ -229,6 +270,7 @@ async fn a_load_that_never_finishes_ends_at_the_load_timeout() {
         join_token: None,
         hardware: String::new(),
         free_memory: 0,
+        on_disk: Vec::new(),
     };
     write_frame(&mut send, &hello).await.unwrap();
     let _reply: HeadReply = read_frame(&mut recv).await.unwrap().unwrap();

@@ -18,6 +18,8 @@ pub(crate) struct Served {
     pub(crate) ineligible: Option<String>,
     /// Memory the node has free for another model, in bytes; 0 if unknown.
     pub(crate) free_memory: u64,
+    /// The sha256 of the model files it has on disk.
+    pub(crate) on_disk: Vec<String>,
 }
 
 impl NodeEntry {
@@ -31,10 +33,16 @@ impl NodeEntry {
     /// before.
     pub(crate) fn set_models(
         &self,
-        models: Vec<ModelDescription>,
-        free_memory: u64,
+        report: superfluid_proto::ModelsReport,
         expected: &[ModelDescription],
     ) -> Served {
+        let superfluid_proto::ModelsReport {
+            models,
+            free_memory,
+            mut on_disk,
+            ..
+        } = report;
+        on_disk.truncate(superfluid_proto::placement::MAX_ON_DISK);
         let (eligible, ineligible) = super::models::eligibility(&models, expected);
         let now = Instant::now();
         {
@@ -51,6 +59,7 @@ impl NodeEntry {
                 eligible,
                 ineligible,
                 free_memory,
+                on_disk,
             },
         )
     }

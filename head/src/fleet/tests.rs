@@ -85,6 +85,7 @@ async fn stub_node(
             join_token: None,
             hardware: "test machine".into(),
             free_memory: 0,
+            on_disk: Vec::new(),
         },
     )
     .await

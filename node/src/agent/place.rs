@@ -94,6 +94,7 @@ pub(super) fn report(models: &ModelSet, failed: Option<(String, String)>) -> Con
     ControlMsg::Models(ModelsReport {
         models: models.descriptions(),
         free_memory: crate::hardware::free_memory(),
+        on_disk: models.on_disk(),
         failed,
     })
 }

@@ -111,7 +111,15 @@ async fn attempt(
     token: &mut Option<String>,
 ) -> Result<Attempt, AttemptError> {
     let (conn, addr) = session::dial(config, endpoints).await?;
-    let welcomed = match session::hello(&conn, Vec::new(), config, addr, token.as_deref()).await {
+    let welcomed = match session::hello(
+        &conn,
+        (Vec::new(), Vec::new()),
+        config,
+        addr,
+        token.as_deref(),
+    )
+    .await
+    {
         Ok(Ok(welcomed)) => welcomed,
         Ok(Err(reason)) => return Ok(Attempt::Refused(reason)),
         Err(e) => {

@@ -109,7 +109,7 @@ pub(super) async fn session(
     };
     let hello = hello(
         &conn,
-        models.descriptions(),
+        (models.descriptions(), models.on_disk()),
         config,
         addr,
         join_token.as_deref(),
@@ -192,7 +192,7 @@ pub(super) struct Welcomed {
 /// this node.
 pub(super) async fn hello(
     conn: &quinn::Connection,
-    models: Vec<ModelDescription>,
+    (models, on_disk): (Vec<ModelDescription>, Vec<String>),
     config: &AgentConfig,
     addr: SocketAddr,
     join_token: Option<&str>,
@@ -205,6 +205,7 @@ pub(super) async fn hello(
         join_token: join_token.map(str::to_owned),
         hardware: crate::hardware::describe().to_owned(),
         free_memory: crate::hardware::free_memory(),
+        on_disk,
     };
     write_frame(&mut send, &hello)
         .await

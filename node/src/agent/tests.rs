@@ -179,6 +179,7 @@ async fn agent_says_hello_and_serves_a_generation_from_the_fake_engine() {
             hardware: crate::hardware::describe().to_owned(),
             // The machine's `MemAvailable`, whatever it is now.
             free_memory: joined.hello.free_memory,
+            on_disk: Vec::new(),
         }
     );
     assert!(

@@ -120,6 +120,7 @@ mod over_link {
             join_token: None,
             hardware: "test machine".into(),
             free_memory: 0,
+            on_disk: Vec::new(),
         };
         write_frame(&mut control, &hello).await.unwrap();
         let HeadReply::Welcome {
