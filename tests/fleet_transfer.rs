@@ -19,7 +19,7 @@ const READY: Duration = Duration::from_secs(180);
 
 /// `superfluid fleet join TOKEN` with only the binary and the token: no
 /// `--model`, no `SUPERFLUID_MODEL`, `SUPERFLUID_HOME` an empty folder.
-fn bare_join(token: &str, home: &Path, name: &str) -> Result<Node> {
+pub(crate) fn bare_join(token: &str, home: &Path, name: &str) -> Result<Node> {
     let mut cmd = Command::new(bin());
     cmd.args(["fleet", "join", token, "--no-mdns", "--name", name])
         .args(LIGHT)
@@ -34,12 +34,17 @@ fn bare_join(token: &str, home: &Path, name: &str) -> Result<Node> {
 /// Waits until the head lists `node` as up and serving the model (while it
 /// fetches, it is listed with no model).
 fn wait_serving(node: &mut Node, head: &Head) -> Result<()> {
+    wait_serving_model(node, head, MODEL)
+}
+
+/// Waits until the head lists `node` as up and serving `model`.
+pub(crate) fn wait_serving_model(node: &mut Node, head: &Head, model: &str) -> Result<()> {
     let serving = wait_until(
         || {
             node.proc.try_wait().is_none()
                 && nodes_json(head).ok().is_some_and(|nodes| {
                     node_named(&nodes, &node.name).is_some_and(|n| {
-                        n["state"] == "up" && n["models"].to_string().contains(MODEL)
+                        n["state"] == "up" && n["models"].to_string().contains(model)
                     })
                 })
         },
@@ -47,7 +52,7 @@ fn wait_serving(node: &mut Node, head: &Head) -> Result<()> {
     );
     ensure!(
         serving,
-        "node {} does not serve {MODEL} within {READY:?}; its output:\n{}",
+        "node {} does not serve {model} within {READY:?}; its output:\n{}",
         node.name,
         node.proc.log()
     );
@@ -64,7 +69,7 @@ fn head_and_token(tag: &str) -> Result<(TempDir, Head, String, String)> {
 }
 
 /// Where a node with `home` keeps the model of `sha256`.
-fn cached(home: &Path, sha256: &str, ext: &str) -> PathBuf {
+pub(crate) fn cached(home: &Path, sha256: &str, ext: &str) -> PathBuf {
     home.join("models").join(format!("{sha256}.{ext}"))
 }
 

@@ -51,7 +51,7 @@ where
 }
 
 /// Whether this process runs with effective uid 0.
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

@@ -19,6 +19,7 @@ mod fleet_routing;
 mod fleet_shutdown;
 mod fleet_support;
 mod fleet_transfer;
+mod fleet_transfer_cuts;
 mod idempotency;
 mod keys;
 mod keys_limits;

@@ -36,11 +36,22 @@ const _: () = assert!(SILENT_PEER_DROPPED_WITHIN.as_millis() < 3000);
 /// Streams one side may have open towards the other (one per generation).
 const MAX_STREAMS: u32 = 4096;
 
+/// Bytes a peer may send on one stream ahead of what this side has read.
+///
+/// quinn's default (1.25 MB, sized for 100 Mbit/s at 100 ms) held a model
+/// transfer to a fraction of the link: the sender stopped whenever the node
+/// paused to write a chunk to disk. Token streams never come near it.
+const STREAM_WINDOW: u32 = 32 << 20;
+
+/// Bytes this side keeps in flight or queued across its streams; one
+/// transfer stream's window.
+const SEND_WINDOW: u64 = STREAM_WINDOW as u64;
+
 /// Packets a peer on another machine may receive before it must acknowledge them.
 const ACK_ELICITING_THRESHOLD: u32 = 4;
 
 /// The transport settings both sides use: keep-alive, idle timeout, stream
-/// limits, and how often the peer acknowledges ([`ack_frequency`]).
+/// limits and windows, and how often the peer acknowledges ([`ack_frequency`]).
 pub fn transport_config(peer_on_this_machine: bool) -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     t.keep_alive_interval(Some(KEEP_ALIVE));
@@ -49,6 +60,8 @@ pub fn transport_config(peer_on_this_machine: bool) -> Arc<quinn::TransportConfi
     t.max_concurrent_bidi_streams(MAX_STREAMS.into());
     t.max_concurrent_uni_streams(0u32.into());
     t.ack_frequency_config(ack_frequency(peer_on_this_machine));
+    t.stream_receive_window(STREAM_WINDOW.into());
+    t.send_window(SEND_WINDOW);
     Arc::new(t)
 }
 

@@ -14,6 +14,9 @@ use super::{free_bytes, CacheError, ModelCache, Progress};
 /// The most bytes taken from the stream at a time.
 const CHUNK: usize = 1 << 20;
 
+/// Chunks received but not yet written, at most (each at most [`CHUNK`]).
+const WRITE_QUEUE: usize = 32;
+
 /// How often the head is told how far the download has come.
 const REPORT_EVERY: Duration = Duration::from_millis(500);
 
@@ -93,10 +96,9 @@ pub async fn fetch(
         return Ok(path);
     }
     let starting = (cache.clone(), offer.clone());
-    let mut download =
-        tokio::task::spawn_blocking(move || starting.0.start(&starting.1, free_bytes))
-            .await
-            .map_err(FetchError::Task)??;
+    let download = tokio::task::spawn_blocking(move || starting.0.start(&starting.1, free_bytes))
+        .await
+        .map_err(FetchError::Task)??;
     // Another process may have fetched it while this one waited for the lock.
     if let Some(path) = cache.cached(offer) {
         return Ok(path);
@@ -144,18 +146,29 @@ pub async fn fetch(
     let mut progress = Progress::new(&offer.id, offer.size, offset);
     let mut reported = Instant::now();
     report(progress_of(offset));
+    // The disk writes and the hashing run on their own thread, so the
+    // stream is read (and acknowledged) while a chunk is being written.
+    let (chunks, mut queued) = tokio::sync::mpsc::channel::<quinn::Chunk>(WRITE_QUEUE);
+    let writer = tokio::task::spawn_blocking(move || {
+        let mut download = download;
+        while let Some(chunk) = queued.blocking_recv() {
+            download.write(&chunk.bytes)?;
+        }
+        Ok::<_, CacheError>(download)
+    });
+    let mut got = offset;
     let received = loop {
         match recv.read_chunk(CHUNK, true).await {
             Ok(Some(chunk)) => {
-                // A page-cache write of at most a chunk; the node runs no
-                // engine while it fetches, so nothing waits on this thread.
-                if let Err(e) = download.write(&chunk.bytes) {
-                    break Err(FetchError::Cache(e));
+                got += chunk.bytes.len() as u64;
+                if chunks.send(chunk).await.is_err() {
+                    // The writer stopped: its error is the one to report.
+                    break Ok(());
                 }
-                progress.set(download.written());
+                progress.set(got);
                 if reported.elapsed() >= REPORT_EVERY {
                     reported = Instant::now();
-                    report(progress_of(download.written()));
+                    report(progress_of(got));
                 }
             }
             Ok(None) => break Ok(()),
@@ -167,7 +180,9 @@ pub async fn fetch(
             }
         }
     };
+    drop(chunks);
     progress.finish();
+    let download = writer.await.map_err(FetchError::Task)??;
     received?;
     let done = download.written();
     let path = tokio::task::spawn_blocking(move || download.finish())
