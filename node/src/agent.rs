@@ -80,7 +80,7 @@ pub enum AgentError {
     NoModelOffered,
     /// The head's model cannot be fetched into the cache, and retrying
     /// cannot help (too little disk space, an unwritable directory).
-    #[error("could not fetch the head's model: {0}")]
+    #[error("could not fetch the head's model")]
     Fetch(#[source] crate::model_cache::FetchError),
 }
 
