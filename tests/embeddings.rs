@@ -17,18 +17,7 @@ use crate::support::{error_message, Server, MODEL};
 const EMBED: &str = "all-MiniLM-L6-v2";
 
 fn embed_model_path() -> String {
-    let home = std::env::var("SUPERFLUID_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/superfluid",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    let path = format!("{home}/models/{EMBED}.gguf");
-    assert!(
-        std::path::Path::new(&path).is_file(),
-        "{path} is missing: run scripts/setup, which installs the embedding model"
-    );
-    path
+    crate::support::installed_model(&format!("{EMBED}.gguf"))
 }
 
 fn serve_with_embeddings() -> Server {

@@ -20,18 +20,7 @@ use crate::support::{model_path, MODEL};
 const SECOND: &str = "gemma-3-270m-q4_k_m";
 
 fn second_model_path() -> String {
-    let home = std::env::var("SUPERFLUID_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/superfluid",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    let path = format!("{home}/models/{SECOND}.gguf");
-    assert!(
-        std::path::Path::new(&path).is_file(),
-        "{path} is missing: run scripts/setup, which installs the second model"
-    );
-    path
+    crate::support::installed_model(&format!("{SECOND}.gguf"))
 }
 
 /// `superfluid fleet join TOKEN ... --model FILE`: a node serving `file`,

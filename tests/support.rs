@@ -25,6 +25,23 @@ pub fn model_path() -> String {
 /// The model id clients name.
 pub const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1";
 
+/// The path of `file`, a model `scripts/setup` installs in
+/// `$SUPERFLUID_HOME/models` beside the default one.
+pub fn installed_model(file: &str) -> String {
+    let home = std::env::var("SUPERFLUID_HOME").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/superfluid",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    let path = format!("{home}/models/{file}");
+    assert!(
+        std::path::Path::new(&path).is_file(),
+        "{path} is missing: run scripts/setup, which installs it"
+    );
+    path
+}
+
 /// A running `superfluid serve`; killed on drop.
 pub struct Server {
     child: Child,

@@ -140,14 +140,21 @@ async fn stub_with_files(
     }
 }
 
-async fn joined(fleet: &Fleet, count: usize) {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while fleet.nodes().len() < count {
+/// Waits (5 s at most) until `done` holds; fails with `what` otherwise.
+async fn eventually(what: &str, done: impl Fn() -> bool) {
+    let polled = tokio::time::timeout(Duration::from_secs(5), async {
+        while !done() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    });
+    polled.await.unwrap_or_else(|_| panic!("{what}"));
+}
+
+async fn joined(fleet: &Fleet, count: usize) {
+    eventually("the stub nodes did not join", || {
+        fleet.nodes().len() >= count
     })
-    .await
-    .expect("the stub nodes did not join");
+    .await;
 }
 
 #[tokio::test]
@@ -178,13 +185,10 @@ async fn a_model_no_node_has_loaded_is_loaded_on_a_node_and_then_served() {
         fleet.unload_model("m2", None).unwrap(),
         vec!["a".to_owned()]
     );
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while fleet.context_len("m2").is_some() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+    eventually("the unload should be reported", || {
+        fleet.context_len("m2").is_none()
     })
-    .await
-    .expect("the unload should be reported");
+    .await;
     let again = tokio::time::timeout(Duration::from_secs(10), fleet.ready("m2"))
         .await
         .expect("a second load should not wait out the timeout");
@@ -314,12 +318,10 @@ async fn a_model_idle_past_unload_after_is_unloaded() {
         .await
         .expect("the idle model should be unloaded");
     assert_eq!(placement, Some(Placement::Unload("m".into())));
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while !fleet.loaded_on("m").is_empty() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("the head should list the model nowhere once the node reports it unloaded");
+    eventually(
+        "the head should list the model nowhere once the node reports it unloaded",
+        || fleet.loaded_on("m").is_empty(),
+    )
+    .await;
     assert_eq!(fleet.context_len("m"), None);
 }

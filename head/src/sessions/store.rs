@@ -132,25 +132,7 @@ impl SessionStore {
                 limits,
             };
             let (info, created) = ops::create(db, body, &meta, maker)?;
-            let mut events = vec![created];
-            let rest = ops::append(
-                db,
-                hot,
-                limits,
-                info.id,
-                turn.events,
-                Writer::Generation,
-                turn.reserve,
-            )?;
-            events.extend(rest);
-            let mut info = info;
-            info.last_seq = events.last().map_or(info.last_seq, |e| e.seq);
-            let guard = hot.begin(info.id)?;
-            Ok(Made {
-                info,
-                events,
-                guard,
-            })
+            with_turn(db, hot, limits, info, created, turn)
         })
         .await
     }
@@ -256,25 +238,7 @@ impl SessionStore {
                 limits,
             };
             let (info, forked) = ops::fork(db, parent, at, maker)?;
-            let mut events = vec![forked];
-            let rest = ops::append(
-                db,
-                hot,
-                limits,
-                info.id,
-                turn.events,
-                Writer::Generation,
-                turn.reserve,
-            )?;
-            events.extend(rest);
-            let mut info = info;
-            info.last_seq = events.last().map_or(info.last_seq, |e| e.seq);
-            let guard = hot.begin(info.id)?;
-            Ok(Made {
-                info,
-                events,
-                guard,
-            })
+            with_turn(db, hot, limits, info, forked, turn)
         })
         .await
     }
@@ -365,4 +329,33 @@ impl SessionStore {
     pub fn begin_keyed(&self, key: ScopedKey, fingerprint: &str) -> Result<RunningGuard, String> {
         self.running.begin(key, fingerprint)
     }
+}
+
+/// A session just made (`first` is its `created` or `forked` event) with
+/// `turn` appended after it, and the hold for its generation.
+fn with_turn(
+    db: Db<'_>,
+    hot: &Hot,
+    limits: &SessionLimits,
+    mut info: SessionInfo,
+    first: Event,
+    turn: Turn,
+) -> Result<Made, SessionError> {
+    let mut events = vec![first];
+    events.extend(ops::append(
+        db,
+        hot,
+        limits,
+        info.id,
+        turn.events,
+        Writer::Generation,
+        turn.reserve,
+    )?);
+    info.last_seq = events.last().map_or(info.last_seq, |e| e.seq);
+    let guard = hot.begin(info.id)?;
+    Ok(Made {
+        info,
+        events,
+        guard,
+    })
 }

@@ -21,14 +21,9 @@ pub(super) async fn serve_stream(models: &ModelSet, mut send: SendStream, mut re
         Ok(Some(HeadStream::Generate(request))) => request,
         Ok(Some(HeadStream::Embed(request))) => {
             let Some(engine) = models.engine(&request.model) else {
-                let reply = EmbedReply::Failed {
-                    kind: FailureKind::UnknownModel,
-                    message: not_loaded(models, &request.model),
-                };
-                if write_frame(&mut send, &reply).await.is_ok() {
-                    let _ = send.finish();
-                }
-                return;
+                let message = not_loaded(models, &request.model);
+                let kind = FailureKind::UnknownModel;
+                return answer_once(send, &EmbedReply::Failed { kind, message }).await;
             };
             return serve_embed(&*engine, request, send, recv).await;
         }
@@ -48,14 +43,9 @@ pub(super) async fn serve_stream(models: &ModelSet, mut send: SendStream, mut re
         }
     };
     let Some(engine) = models.engine(&request.model) else {
-        let failed = GenerateEvent::Failed {
-            kind: FailureKind::UnknownModel,
-            message: not_loaded(models, &request.model),
-        };
-        if write_frame(&mut send, &failed).await.is_ok() {
-            let _ = send.finish();
-        }
-        return;
+        let message = not_loaded(models, &request.model);
+        let kind = FailureKind::UnknownModel;
+        return answer_once(send, &GenerateEvent::Failed { kind, message }).await;
     };
     let mut generation = match engine.submit(request) {
         Ok(generation) => generation,
@@ -141,6 +131,13 @@ async fn serve_embed(
     if write_frame(&mut send, &reply).await.is_ok() {
         let _ = send.finish();
         let _ = tokio::time::timeout(DELIVERY_WAIT, send.stopped()).await;
+    }
+}
+
+/// Answers a stream with its one frame, `answer`, and ends it.
+async fn answer_once<T: serde::Serialize>(mut send: SendStream, answer: &T) {
+    if write_frame(&mut send, answer).await.is_ok() {
+        let _ = send.finish();
     }
 }
 
