@@ -187,7 +187,7 @@ impl Head {
     }
 
     /// `superfluid fleet ARGS --url URL --data-dir DIR`, run at the head's place.
-    fn fleet(&self, args: &[&str]) -> Result<String> {
+    pub fn fleet(&self, args: &[&str]) -> Result<String> {
         let mut cmd = self.place.command(&self.bin);
         cmd.arg("fleet")
             .args(args)

@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 
 mod apis;
+mod bare_join;
 mod contenders;
 mod failover;
 mod fleet;
@@ -132,6 +133,10 @@ pub struct ModelsArgs {
     /// Rounds; each moves the file once each way.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
+    /// The `superfluid` binary: with it, also time `fleet join` on a bare
+    /// machine (a node with an empty SUPERFLUID_HOME) to the first token.
+    #[arg(long)]
+    pub superfluid: Option<PathBuf>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -297,7 +302,11 @@ fn main() -> Result<()> {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            let report = runtime.block_on(models::run(&args.model, args.rounds))?;
+            let mut report = runtime.block_on(models::run(&args.model, args.rounds))?;
+            if let Some(bin) = &args.superfluid {
+                eprintln!("timing fleet join on a bare machine to the first token");
+                report.bare_join = Some(runtime.block_on(bare_join::run(bin, &args.model))?);
+            }
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -36,6 +36,8 @@ pub struct ModelsReport {
     pub tcp_copy_mb_per_s: f64,
     /// `link_f_mb_per_s / tcp_copy_mb_per_s`; the aim is at least 0.8.
     pub ratio: f64,
+    /// `fleet join` on a bare machine to the first token, with `--superfluid`.
+    pub bare_join: Option<crate::bare_join::BareJoin>,
 }
 
 /// Moves `model` `rounds` times each way and reports the medians.
@@ -74,6 +76,7 @@ pub async fn run(model: &Path, rounds: u32) -> Result<ModelsReport> {
         link_f_mb_per_s: link_f,
         tcp_copy_mb_per_s: tcp,
         ratio: link_f / tcp,
+        bare_join: None,
     })
 }
 
@@ -179,4 +182,16 @@ pub fn print_table(r: &ModelsReport) {
         "plain TCP copy on loopback", r.tcp_copy_mb_per_s
     );
     println!("{:<34} {:>10.2}", "ratio (aim >= 0.80)", r.ratio);
+    if let Some(b) = &r.bare_join {
+        println!("fleet join on a bare machine to the first token (s):");
+        for (phase, secs) in [
+            ("join (token, welcome)", b.join_secs),
+            ("transfer (fetch, verify)", b.transfer_secs),
+            ("load (and serve)", b.load_secs),
+            ("first token", b.first_token_secs),
+            ("total", b.total_secs),
+        ] {
+            println!("  {phase:<32} {secs:>10.2}");
+        }
+    }
 }
