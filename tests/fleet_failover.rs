@@ -97,8 +97,8 @@ async fn streams_survive_nodes_killed_and_restarted_at_random() {
     let head_dir = TempDir::new("head");
     // Every stream must complete, so the nodes queue all of them (by
     // default a node queues two per slot and the rest would get 429).
-    let head = Head::start(head_dir.path(), &["--max-queue", "64"])
-        .expect("starting superfluid head");
+    let head =
+        Head::start(head_dir.path(), &["--max-queue", "64"]).expect("starting superfluid head");
     let names = ["alpha", "beta", "gamma"];
     let mut dirs = Vec::new();
     let mut nodes = Vec::new();
