@@ -227,13 +227,14 @@ pub fn busy_node(head: &Head, names: &[&'static str]) -> Option<usize> {
     busy
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_real_node_killed_mid_answer_leaves_the_stream_to_finish_on_another() {
-    let _serial = serial().await;
+/// A head and two real-engine nodes, `first` and `second`, both up; the
+/// data dirs (the head's, then each node's) live as long as the returned
+/// value.
+pub fn two_real_nodes() -> (Vec<TempDir>, Head, [&'static str; 2], Vec<Node>) {
     let head_dir = TempDir::new("head");
     let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
     let names = ["first", "second"];
-    let mut dirs = Vec::new();
+    let mut dirs = vec![head_dir];
     let mut nodes = Vec::new();
     for name in names {
         let tok = token(&head, &[]).expect("minting a token");
@@ -244,6 +245,13 @@ async fn a_real_node_killed_mid_answer_leaves_the_stream_to_finish_on_another() 
         dirs.push(dir);
         nodes.push(node);
     }
+    (dirs, head, names, nodes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_node_killed_mid_answer_leaves_the_stream_to_finish_on_another() {
+    let _serial = serial().await;
+    let (_dirs, head, names, mut nodes) = two_real_nodes();
     let body = json!({
         "model": MODEL,
         "prompt": "Once upon a time, in a lighthouse by the sea,",

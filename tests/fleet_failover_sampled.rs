@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::fleet_failover::{busy_node, parse_stream};
-use crate::fleet_support::{serial, token, Head, Node, TempDir};
+use crate::fleet_failover::{busy_node, parse_stream, two_real_nodes};
+use crate::fleet_support::{serial, Head, Node};
 use crate::support::MODEL;
 
 /// The answer `body` gets, streamed, when the node giving it is killed
@@ -75,20 +75,7 @@ async fn uninterrupted(head: &Head, body: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_and_constrained_answers_keep_their_text_across_a_killed_node() {
     let _serial = serial().await;
-    let head_dir = TempDir::new("head");
-    let head = Head::start(head_dir.path(), &[]).expect("starting superfluid head");
-    let names = ["first", "second"];
-    let mut dirs = Vec::new();
-    let mut nodes = Vec::new();
-    for name in names {
-        let tok = token(&head, &[]).expect("minting a token");
-        let dir = TempDir::new(name);
-        let mut node = Node::join(&tok, dir.path(), name, &[]).expect("starting the node");
-        node.wait_up(&head, Duration::from_secs(60))
-            .expect("the node joins");
-        dirs.push(dir);
-        nodes.push(node);
-    }
+    let (dirs, head, names, mut nodes) = two_real_nodes();
     let seeded = json!({
         "model": MODEL,
         "prompt": "Once upon a time, in a lighthouse by the sea,",
@@ -129,7 +116,7 @@ async fn seeded_and_constrained_answers_keep_their_text_across_a_killed_node() {
         // Bring the killed node back for the next answer.
         for (i, name) in names.iter().enumerate() {
             if nodes[i].proc.try_wait().is_some() {
-                nodes[i] = Node::run(dirs[i].path(), name).expect("restarting the node");
+                nodes[i] = Node::run(dirs[i + 1].path(), name).expect("restarting the node");
                 nodes[i]
                     .wait_up(&head, Duration::from_secs(60))
                     .expect("the restarted node joins again");

@@ -36,6 +36,8 @@ enum OnLoad {
     Load,
     /// Reports that it could not, with this reason.
     Fail(&'static str),
+    /// Never reports back.
+    Ignore,
 }
 
 struct Stub {
@@ -107,6 +109,9 @@ async fn stub_with_files(
                 continue;
             };
             let _ = tx.send(placement.clone());
+            if matches!(on_load, OnLoad::Ignore) {
+                continue;
+            }
             let failed = match (&placement, &on_load) {
                 (Placement::Load(offer), OnLoad::Load) => {
                     models.push(description(&file(&offer.id)));
@@ -115,6 +120,7 @@ async fn stub_with_files(
                 (Placement::Load(offer), OnLoad::Fail(why)) => {
                     Some((offer.id.clone(), (*why).to_owned()))
                 }
+                (Placement::Load(_), OnLoad::Ignore) => None,
                 (Placement::Unload(id), _) => {
                     models.retain(|m| &m.id != id);
                     None
@@ -263,21 +269,7 @@ async fn a_load_that_never_finishes_ends_at_the_load_timeout() {
     };
     let (fleet, listener, identity) = head(config).await;
     // A node that takes the placement and never reports back.
-    let id = Identity::generate().unwrap();
-    let endpoint = client_endpoint(listener.addr, &id, identity.fingerprint()).unwrap();
-    let conn = connect(&endpoint, listener.addr).await.unwrap();
-    let (mut send, mut recv) = conn.open_bi().await.unwrap();
-    let hello = NodeHello {
-        version: superfluid_proto::PROTOCOL_VERSION,
-        name: "silent".into(),
-        models: vec![],
-        join_token: None,
-        hardware: String::new(),
-        free_memory: 0,
-        on_disk: Vec::new(),
-    };
-    write_frame(&mut send, &hello).await.unwrap();
-    let _reply: HeadReply = read_frame(&mut recv).await.unwrap().unwrap();
+    let silent = stub(&listener, &identity, "silent", vec![], OnLoad::Ignore).await;
     joined(&fleet, 1).await;
     let error = fleet.ready("m2").await.unwrap_err();
     assert!(
@@ -285,7 +277,7 @@ async fn a_load_that_never_finishes_ends_at_the_load_timeout() {
         "{error:?}"
     );
     // A model the head does not serve: no wait, the usual NoNode.
-    drop((send, recv, conn));
+    drop(silent);
     let unserved = fleet.ready("not-a-head-model").await.unwrap_err();
     assert!(
         matches!(unserved, FleetError::NoNode { .. }),

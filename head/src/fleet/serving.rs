@@ -66,7 +66,15 @@ impl NodeEntry {
 
     /// Records that a generation of `model` was routed here now.
     pub(crate) fn used(&self, model: &str) {
-        lock(&self.used).insert(model.to_owned(), Instant::now());
+        let now = Instant::now();
+        let mut used = lock(&self.used);
+        // Called on every routed request: no allocation once the model is known.
+        match used.get_mut(model) {
+            Some(at) => *at = now,
+            None => {
+                used.insert(model.to_owned(), now);
+            }
+        }
     }
 
     /// Whether the head routes `model` here (draining or not).
