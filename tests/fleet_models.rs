@@ -252,5 +252,17 @@ async fn two_models_load_where_asked_and_unload_when_idle() -> Result<()> {
         "loading an unknown model should fail clearly: {}",
         unknown.describe()
     );
+    let nowhere = models_cli(&head, &["load", SECOND, "--node", "no-such-node"])?;
+    ensure!(
+        !nowhere.status.success() && nowhere.stderr.contains("no node \"no-such-node\""),
+        "loading on an unknown node should say so: {}",
+        nowhere.describe()
+    );
+    let keyless = models_cli(&head, &["list", "--admin-key", "not-the-key"])?;
+    ensure!(
+        !keyless.status.success() && keyless.stderr.contains("401"),
+        "the model routes need the admin key: {}",
+        keyless.describe()
+    );
     Ok(())
 }
