@@ -1,8 +1,9 @@
 //! Log probabilities and `n` through `superfluid serve` with the real model
 //! and the official `openai` Python client (tests/python/openai_logprobs.py):
 //! real, sorted log-probabilities whole and streamed, the greedy token on
-//! top, `n` indexed choices reproducible with a seed, the legacy
-//! completions shape, and 400s naming the field out of range.
+//! top, `n` indexed choices reproducible with a seed and computing their
+//! prompt once, the legacy completions shape, and 400s naming the field out
+//! of range.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,6 +13,7 @@ use serde_json::json;
 
 use crate::fleet_support::{run_cmd, serial};
 use crate::python_clients::venv_python;
+use crate::scrape::{parse, sum};
 use crate::support::{chat, Server, MODEL};
 
 #[tokio::test]
@@ -85,4 +87,63 @@ async fn logprobs_with_tools_or_echo_are_refused_naming_the_field() {
         .expect("completion");
     assert_eq!(status, 400, "{answer}");
     assert_eq!(answer["error"]["param"], "echo", "{answer}");
+}
+
+/// `superfluid_prompt_tokens_total` for the default model, by source.
+async fn prompt_tokens(server: &Server) -> (f64, f64) {
+    let page = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the metrics page");
+    let samples = parse(&page);
+    let of = |source| {
+        sum(
+            &samples,
+            "superfluid_prompt_tokens_total",
+            &[("model", MODEL), ("source", source)],
+        )
+    };
+    (of("computed"), of("cached"))
+}
+
+#[tokio::test]
+async fn the_n_choices_of_one_prompt_compute_it_once() {
+    let server = Server::start(&[]).expect("serve starts");
+    let story = "The lighthouse keeper counted the ships that passed each night, \
+        writing their names in a book with a green cover. "
+        .repeat(40);
+    let mut body = chat(json!([{"role": "user", "content": story}]), 4);
+    body["n"] = json!(3);
+    body["temperature"] = json!(1.0);
+    body["seed"] = json!(7);
+    let (computed_before, cached_before) = prompt_tokens(&server).await;
+    let (status, answer) = server
+        .post("/v1/chat/completions", &body)
+        .await
+        .expect("chat");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["choices"].as_array().map(Vec::len),
+        Some(3),
+        "{answer}"
+    );
+    let prompt = answer["usage"]["prompt_tokens"].as_f64().expect("usage");
+    assert!(prompt > 100.0, "{answer}");
+    let (computed, cached) = prompt_tokens(&server).await;
+    let (computed, cached) = (computed - computed_before, cached - cached_before);
+    // The first choice computes the prompt; the other two copy all of it
+    // but the token whose logits they sample from.
+    assert!(
+        computed <= prompt + 2.0,
+        "{computed} prompt tokens computed for 3 choices of a {prompt}-token prompt, {cached} cached"
+    );
+    assert!(
+        cached >= 2.0 * (prompt - 1.0),
+        "{cached} cached of {prompt}"
+    );
 }

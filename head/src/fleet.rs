@@ -216,6 +216,28 @@ impl Fleet {
         sent
     }
 
+    /// [`Fleet::generate`] on the node with id `node` when it serves the
+    /// model and can take the generation, else wherever the router picks:
+    /// the `n` choices of one prompt share the node, which then computes
+    /// the prompt once for all of them.
+    pub async fn generate_beside(
+        &self,
+        request: &mut GenerateRequest,
+        node: &str,
+    ) -> Result<RemoteGeneration, FleetError> {
+        let others: Vec<String> = self
+            .inner
+            .candidates(&request.model, &[])
+            .iter()
+            .map(|n| n.node_id.clone())
+            .filter(|id| id != node)
+            .collect();
+        match self.generate_except(request, &others).await {
+            Ok(generation) => Ok(generation),
+            Err(_) => self.generate(request).await,
+        }
+    }
+
     /// [`Fleet::generate`] again for a generation whose node was lost
     /// before its first token: any node but those in `tried` (node ids).
     /// Counted in `superfluid_generations_retried_total` once a node takes it.

@@ -137,7 +137,10 @@ impl Generation {
             logprobs: params.logprobs,
         };
         let started = Instant::now();
-        let remote = state.fleet.generate(&mut request).await?;
+        let remote = match &params.beside {
+            Some(node) => state.fleet.generate_beside(&mut request, node).await?,
+            None => state.fleet.generate(&mut request).await?,
+        };
         let timing = Timing::new(Some(state.fleet.metrics().latency(codec.id())), received);
         timing.dispatched();
         let node = remote.node_name.clone();
@@ -354,6 +357,11 @@ impl Generation {
                 }
             }
         }
+    }
+
+    /// The id of the node it runs on now, once dispatched.
+    pub fn node_id(&self) -> Option<&str> {
+        self.relay.as_ref().and_then(Relay::node_id)
     }
 
     /// Moves made so far.

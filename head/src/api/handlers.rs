@@ -259,10 +259,14 @@ async fn start_choices(
     param: &'static str,
     span: Span,
 ) -> Result<Vec<Generation>, ApiError> {
-    let mut generations = Vec::with_capacity(params.n as usize);
+    let mut generations: Vec<Generation> = Vec::with_capacity(params.n as usize);
     for i in 0..params.n.max(1) {
         let mut choice = params.clone();
         choice.sampling.seed = params.sampling.seed.wrapping_add(i);
+        choice.beside = generations
+            .first()
+            .and_then(|g| g.node_id())
+            .map(str::to_owned);
         let generation = admission
             .start(codec.clone(), prompt.clone(), &choice, param, span.clone())
             .await?;

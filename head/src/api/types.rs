@@ -119,6 +119,10 @@ pub struct Params {
     pub n: u32,
     /// Each token's log-probability with this many alternatives, if asked.
     pub logprobs: Option<u8>,
+    /// The id of a node to run on when it can take the generation: the `n`
+    /// choices of one prompt go where the first went, so the node computes
+    /// the prompt once and copies it to the others.
+    pub beside: Option<String>,
 }
 
 impl CompletionRequest {
@@ -211,6 +215,7 @@ impl CompletionRequest {
             constraint: super::structured::constraint(self.response_format.as_ref())?,
             n: 1,
             logprobs: None,
+            beside: None,
         })
     }
 

@@ -379,3 +379,40 @@ async fn generate_skips_a_node_whose_connection_just_died() {
         Some(GenerateEvent::Tokens(vec![5, 6, 7]))
     );
 }
+
+#[tokio::test]
+async fn a_generation_sent_beside_another_joins_its_node_though_it_is_busier() {
+    let head = head().await;
+    let mut nodes = Vec::new();
+    for name in ["a", "b"] {
+        let node = stub_node(
+            &head,
+            name,
+            PROTOCOL_VERSION,
+            vec![model("m")],
+            Behaviour::Hang,
+        )
+        .await;
+        nodes.push(node);
+    }
+    wait_for_nodes(&head.fleet, 2).await;
+    let first = within(head.fleet.generate(&mut request("m")))
+        .await
+        .unwrap();
+    // The router alone would pick the idle node (see above).
+    let second = within(
+        head.fleet
+            .generate_beside(&mut request("m"), &first.node_id),
+    )
+    .await
+    .unwrap();
+    assert_eq!(second.node_name, first.node_name);
+    // A node that is gone: the router picks.
+    let third = within(
+        head.fleet
+            .generate_beside(&mut request("m"), "no-such-node"),
+    )
+    .await
+    .unwrap();
+    assert_ne!(third.node_name, first.node_name);
+}

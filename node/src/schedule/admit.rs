@@ -49,29 +49,21 @@ impl<B: Backend> Scheduler<B> {
         }
     }
 
-    /// Moves queued jobs into idle slots, first come first served.
+    /// Moves queued jobs into idle slots, first come first served; a job
+    /// whose prompt's prefix a running slot is still prefilling waits for
+    /// it, in order, and then copies it (see [`Scheduler::waits_for_prefill`]).
     pub(super) fn admit(&mut self, backend: &mut B) {
+        let mut waiting = Vec::new();
+        self.admit_queued(backend, &mut waiting);
+        for job in waiting.into_iter().rev() {
+            self.queue.push_front(job);
+        }
+    }
+
+    fn admit_queued(&mut self, backend: &mut B, waiting: &mut Vec<Job>) {
         while let Some(job) = self.queue.pop_front() {
             let Some(job) = self.reject_invalid(backend, job) else {
                 continue;
-            };
-            let request = &job.request;
-            let generated = request.sampling.generated as usize;
-            let answered = &request.prompt[request.prompt.len().saturating_sub(generated)..];
-            let sampler = match backend.sampler(
-                &request.sampling,
-                request.constraint.as_ref(),
-                request.logprobs,
-                answered,
-            ) {
-                Ok(sampler) => sampler,
-                Err(e) => {
-                    let _ = job.events.send(GenerateEvent::Failed {
-                        kind: FailureKind::InvalidConstraint,
-                        message: e.to_string(),
-                    });
-                    continue;
-                }
             };
             let all = &self.slots;
             let candidates = all
@@ -93,7 +85,31 @@ impl<B: Backend> Scheduler<B> {
                 return;
             };
             let beat = choice.reuse + self.limits.min_copy_gain - 1;
-            let reuse = match self.donor_prefix(prompt, choice.index, beat) {
+            let donor = self.donor_prefix(prompt, choice.index, beat);
+            let ready = donor.map_or(choice.reuse, |(_, len)| len);
+            if self.waits_for_prefill(prompt, ready) {
+                waiting.push(job);
+                continue;
+            }
+            let request = &job.request;
+            let generated = request.sampling.generated as usize;
+            let answered = &request.prompt[request.prompt.len().saturating_sub(generated)..];
+            let sampler = match backend.sampler(
+                &request.sampling,
+                request.constraint.as_ref(),
+                request.logprobs,
+                answered,
+            ) {
+                Ok(sampler) => sampler,
+                Err(e) => {
+                    let _ = job.events.send(GenerateEvent::Failed {
+                        kind: FailureKind::InvalidConstraint,
+                        message: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let reuse = match donor {
                 Some((donor, len)) => self.copy_prefix(backend, donor, choice.index, len),
                 None => self.keep_prefix(backend, choice.index, choice.reuse),
             };
@@ -169,6 +185,22 @@ impl<B: Backend> Scheduler<B> {
             return None;
         }
         Some(job)
+    }
+
+    /// Whether `prompt` should wait for a running slot that has yet to
+    /// compute a prefix of it at least `min_copy_gain` tokens longer than
+    /// the `ready` tokens it could reuse now: once computed, that prefix is
+    /// copied rather than computed twice. So the `n` choices of one prompt,
+    /// or users who send one system prompt at the same moment, share a
+    /// single prefill. The wait costs the job little: prefill is shared out
+    /// first come, first served, so the earlier prompt's chunks come first
+    /// either way.
+    fn waits_for_prefill(&self, prompt: &[u32], ready: usize) -> bool {
+        let limit = prompt.len().saturating_sub(1);
+        self.slots.iter().any(|s| {
+            let shared = slots::common_prefix(&s.tokens, prompt).min(limit);
+            s.running.is_some() && s.n_past < shared && shared >= ready + self.limits.min_copy_gain
+        })
     }
 
     /// Another slot (running or idle) whose computed tokens share a longer

@@ -385,3 +385,5 @@ fn a_failed_decode_fails_only_the_generations_fed_in_it() {
     run_all(&mut s, &mut b);
     assert_eq!(outcome(&mut c_rx).generated_tokens, 3);
 }
+
+mod shared_prefill;

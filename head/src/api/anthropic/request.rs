@@ -155,6 +155,7 @@ impl MessagesRequest {
             constraint: None,
             n: 1,
             logprobs: None,
+            beside: None,
         })
     }
 

@@ -134,6 +134,11 @@ impl Relay {
         }
     }
 
+    /// The id of the node it runs on now.
+    pub fn node_id(&self) -> Option<&str> {
+        self.tried.last().map(String::as_str)
+    }
+
     /// Moves made so far.
     pub fn moves(&self) -> usize {
         self.moves
