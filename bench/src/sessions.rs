@@ -17,15 +17,22 @@ use serde::Serialize;
 use serde_json::json;
 use superfluid_head::sessions::{EventKind, Meta, SessionId, SessionStore};
 
+use crate::stats::{percentile, Spread};
+
 /// Flags of `superfluid-bench sessions`.
 #[derive(Debug, clap::Args)]
 pub struct SessionsArgs {
     /// Where the databases are made (the disk measured).
     #[arg(long, default_value = "target/bench-sessions")]
     pub dir: PathBuf,
-    /// Seconds each contender appends at each writer count.
-    #[arg(long, default_value_t = 3.0)]
+    /// Seconds each contender appends in each round.
+    #[arg(long, default_value_t = 1.0)]
     pub seconds: f64,
+    /// Rounds at each writer count: each runs both contenders, one after
+    /// the other, the first alternating, on fresh databases; the ratio is
+    /// the median of the rounds' ratios, with its quartiles.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
     /// Events in the database whose opening is timed.
     #[arg(long, default_value_t = 1_000_000)]
     pub startup_events: u64,
@@ -41,13 +48,16 @@ pub struct SessionsArgs {
 #[derive(Debug, Serialize)]
 pub struct AppendRow {
     pub writers: usize,
-    /// Through the store: acknowledged only after their batch committed.
+    /// Through the store: acknowledged only after their batch committed
+    /// (the median of the rounds).
     pub group_commit_per_s: f64,
-    /// Each append its own transaction and commit.
+    /// Each append its own transaction and commit (the median of the rounds).
     pub own_transaction_per_s: f64,
-    /// `group_commit_per_s / own_transaction_per_s`; the aim is at least
-    /// 0.9 at 1 writer and 10 at 64.
+    /// The median of the rounds' `group / own`; the aim is at least 0.9 at
+    /// 1 writer and 10 at 64.
     pub ratio: f64,
+    /// The quartiles of the rounds' ratios.
+    pub ratio_spread: Spread,
 }
 
 /// What `scripts/bench sessions --json` prints.
@@ -55,6 +65,7 @@ pub struct AppendRow {
 pub struct SessionsReport {
     pub dir: String,
     pub seconds: f64,
+    pub rounds: usize,
     pub appends: Vec<AppendRow>,
     /// Events in the database opened.
     pub startup_events: u64,
@@ -75,16 +86,28 @@ pub async fn run(args: &SessionsArgs) -> Result<SessionsReport> {
     let length = Duration::from_secs_f64(args.seconds);
     let mut appends = Vec::new();
     for writers in [1, 8, 64] {
-        let store_db = args.dir.join(format!("group-{writers}.db"));
-        let group = group_commit(&store_db, writers, length).await?;
-        let own_db = args.dir.join(format!("own-{writers}.db"));
-        let own = own_transactions(&own_db, writers, length).await?;
-        eprintln!("{writers} writers: group commit {group:.0}/s, own transactions {own:.0}/s");
+        let (mut group, mut own) = (Vec::new(), Vec::new());
+        for round in 0..args.rounds.max(1) {
+            let store_db = args.dir.join(format!("group-{writers}-{round}.db"));
+            let own_db = args.dir.join(format!("own-{writers}-{round}.db"));
+            let (g, o) = if round % 2 == 0 {
+                let g = group_commit(&store_db, writers, length).await?;
+                (g, own_transactions(&own_db, writers, length).await?)
+            } else {
+                let o = own_transactions(&own_db, writers, length).await?;
+                (group_commit(&store_db, writers, length).await?, o)
+            };
+            eprintln!("{writers} writers, round {round}: group commit {g:.0}/s, own transactions {o:.0}/s, ratio {:.2}", g / o);
+            group.push(g);
+            own.push(o);
+        }
+        let ratio_spread = Spread::of_ratios(&group, &own);
         appends.push(AppendRow {
             writers,
-            group_commit_per_s: group,
-            own_transaction_per_s: own,
-            ratio: group / own,
+            group_commit_per_s: percentile(&mut group, 0.5),
+            own_transaction_per_s: percentile(&mut own, 0.5),
+            ratio: ratio_spread.p50,
+            ratio_spread,
         });
     }
     let startup_db = args.dir.join("startup.db");
@@ -113,6 +136,7 @@ pub async fn run(args: &SessionsArgs) -> Result<SessionsReport> {
     Ok(SessionsReport {
         dir: args.dir.display().to_string(),
         seconds: args.seconds,
+        rounds: args.rounds,
         appends,
         startup_events: args.startup_events,
         startup_seconds,
@@ -232,17 +256,22 @@ fn rss_bytes() -> Result<u64> {
 /// The report as a table.
 pub fn print_table(report: &SessionsReport) {
     println!(
-        "durable appends/s ({} s each, in {})",
-        report.seconds, report.dir
+        "durable appends/s (medians of {} rounds of {} s each, in {})",
+        report.rounds, report.seconds, report.dir
     );
     println!(
-        "{:>8} {:>14} {:>16} {:>7}",
-        "writers", "group commit", "own transaction", "ratio"
+        "{:>8} {:>14} {:>16} {:>7} {:>13}",
+        "writers", "group commit", "own transaction", "ratio", "p25-p75"
     );
     for row in &report.appends {
         println!(
-            "{:>8} {:>14.0} {:>16.0} {:>7.2}",
-            row.writers, row.group_commit_per_s, row.own_transaction_per_s, row.ratio
+            "{:>8} {:>14.0} {:>16.0} {:>7.2} {:>6.2}-{:<6.2}",
+            row.writers,
+            row.group_commit_per_s,
+            row.own_transaction_per_s,
+            row.ratio,
+            row.ratio_spread.p25,
+            row.ratio_spread.p75
         );
     }
     println!(
