@@ -1,10 +1,48 @@
-//! The one-line description of this machine a node puts in its hello.
+//! The one-line description of this machine a node puts in its hello, and
+//! the memory it has for a new model.
 //!
-//! CPU model and logical cores, RAM, and the GPU backend llama.cpp was built
-//! with, e.g. `Intel(R) Xeon(R) Gold 6338, 16 cores, 62 GiB RAM, CUDA`. Read
-//! from `/proc` on Linux; a part that cannot be read is left out.
+//! CPU model and logical cores, RAM, and the GPUs llama.cpp offloads to
+//! with their memory (or the GPU backend it was built with, when it sees no
+//! GPU), e.g. `Intel(R) Xeon(R) Gold 6338, 16 cores, 62 GiB RAM, CUDA:
+//! NVIDIA GeForce RTX 3090 24 GiB`. Read from `/proc` on Linux and from
+//! llama.cpp's backend devices; a part that cannot be read is left out.
 
 use std::sync::OnceLock;
+
+use llama_cpp_2::{list_llama_ggml_backend_devices, LlamaBackendDeviceType};
+
+/// A GPU llama.cpp can offload to, as its backend reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gpu {
+    /// Its name, e.g. `NVIDIA GeForce RTX 3090`.
+    pub description: String,
+    /// Its memory, in bytes.
+    pub total: u64,
+    /// Its memory free now, in bytes.
+    pub free: u64,
+}
+
+/// The GPUs, discrete or integrated, this build of llama.cpp sees.
+pub fn gpus() -> Vec<Gpu> {
+    list_llama_ggml_backend_devices()
+        .into_iter()
+        .filter(|d| {
+            matches!(
+                d.device_type,
+                LlamaBackendDeviceType::Gpu | LlamaBackendDeviceType::IntegratedGpu
+            )
+        })
+        .map(|d| Gpu {
+            description: if d.description.is_empty() {
+                d.name
+            } else {
+                d.description
+            },
+            total: d.memory_total as u64,
+            free: d.memory_free as u64,
+        })
+        .collect()
+}
 
 /// The GPU backend this build of llama.cpp offloads to, if any.
 const GPU_BACKEND: Option<&str> = if cfg!(feature = "cuda") {
@@ -24,17 +62,47 @@ pub fn describe() -> &'static str {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let cores = std::thread::available_parallelism().map_or(0, usize::from);
-        description(&cpuinfo, &meminfo, cores, GPU_BACKEND)
+        let gpu = gpu_part(GPU_BACKEND, &gpus());
+        description(&cpuinfo, &meminfo, cores, gpu.as_deref())
     })
 }
 
-/// Memory available for a new model now, in bytes (`MemAvailable` in
-/// `/proc/meminfo`); 0 where that cannot be read.
+/// Memory available for a new model now, in bytes: with GPUs, their free
+/// memory together (llama.cpp puts every layer it can there); else RAM
+/// (`MemAvailable` in `/proc/meminfo`); 0 where that cannot be read.
 pub fn free_memory() -> u64 {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    field(&meminfo, "MemAvailable")
+    let ram = field(&meminfo, "MemAvailable")
         .and_then(kibibytes)
-        .map_or(0, |kib| kib.saturating_mul(1024))
+        .map_or(0, |kib| kib.saturating_mul(1024));
+    model_memory(&gpus(), ram)
+}
+
+/// The memory a new model's weights go to: the GPUs' free memory when
+/// there are GPUs, else `ram`.
+fn model_memory(gpus: &[Gpu], ram: u64) -> u64 {
+    if gpus.is_empty() {
+        ram
+    } else {
+        gpus.iter().map(|g| g.free).sum()
+    }
+}
+
+/// The GPU part of the description: the backend and each GPU with its
+/// memory, or the backend alone when no GPU is seen.
+fn gpu_part(backend: Option<&str>, gpus: &[Gpu]) -> Option<String> {
+    if gpus.is_empty() {
+        return backend.map(str::to_owned);
+    }
+    let listed: Vec<String> = gpus
+        .iter()
+        .map(|g| format!("{} {} GiB", g.description, (g.total + (1 << 29)) >> 30))
+        .collect();
+    let listed = listed.join(", ");
+    Some(match backend {
+        Some(backend) => format!("{backend}: {listed}"),
+        None => listed,
+    })
 }
 
 /// The description from the text of `/proc/cpuinfo` and `/proc/meminfo`.
@@ -93,6 +161,40 @@ mod tests {
             description(cpuinfo, "MemTotal: 8245000 kB\n", 4, None),
             "Raspberry Pi 5 Model B Rev 1.0, 4 cores, 8 GiB RAM"
         );
+    }
+
+    #[test]
+    fn gpus_are_named_with_their_memory_and_hold_the_model() {
+        let gib = 1u64 << 30;
+        let gpus = [
+            Gpu {
+                description: "NVIDIA GeForce RTX 3090".into(),
+                total: 24 * gib,
+                free: 20 * gib,
+            },
+            Gpu {
+                description: "NVIDIA GeForce RTX 3060".into(),
+                total: 12 * gib,
+                free: 11 * gib,
+            },
+        ];
+        assert_eq!(
+            gpu_part(Some("CUDA"), &gpus).as_deref(),
+            Some("CUDA: NVIDIA GeForce RTX 3090 24 GiB, NVIDIA GeForce RTX 3060 12 GiB")
+        );
+        assert_eq!(gpu_part(Some("CUDA"), &[]).as_deref(), Some("CUDA"));
+        assert_eq!(gpu_part(None, &[]), None);
+        // The weights go to the GPUs: their free memory, not the RAM's.
+        assert_eq!(model_memory(&gpus, 60 * gib), 31 * gib);
+        assert_eq!(model_memory(&[], 60 * gib), 60 * gib);
+    }
+
+    #[test]
+    fn a_cpu_build_sees_no_gpu_and_offers_its_ram() {
+        if GPU_BACKEND.is_none() {
+            assert_eq!(gpus(), []);
+        }
+        assert!(free_memory() > 0);
     }
 
     #[test]
