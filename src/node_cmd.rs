@@ -159,9 +159,6 @@ async fn run_agent(
     }
     let backend = engine::backend()?;
     let engine = config.start(&backend)?;
-    if let Some(addr) = metrics {
-        crate::node_metrics::serve(addr, engine.clone()).await?;
-    }
     // The models the head places here later load with the same flags.
     let loader = engine::LlamaLoader {
         backend: backend.clone(),
@@ -176,6 +173,10 @@ async fn run_agent(
         agent.model_sha256.clone(),
         Some(config.model.clone()),
     );
-    agent::run_models_until(Arc::new(models), agent, shutdown_signal).await?;
+    let models = Arc::new(models);
+    if let Some(addr) = metrics {
+        crate::node_metrics::serve(addr, models.clone()).await?;
+    }
+    agent::run_models_until(models, agent, shutdown_signal).await?;
     Ok(())
 }

@@ -1,8 +1,9 @@
-//! `superfluid node --metrics ADDR`: the node's own view of its engine for
-//! Prometheus, beside what the head exports of it. It answers `GET
-//! /metrics` with the engine's load and measured speeds as its ledger holds
-//! them now, the same figures the node reports to the head, read at scrape
-//! time and kept nowhere else.
+//! `superfluid node --metrics ADDR`: the node's own view of its engines for
+//! Prometheus, beside what the head exports of them. It answers `GET
+//! /metrics` with each loaded model's load and measured speeds as its
+//! engine's ledger holds them now, the same figures the node reports to the
+//! head, read at scrape time and kept nowhere else; a model the head
+//! unloads leaves the page, one it loads joins it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use axum::routing::get;
 use axum::Router;
 use prometheus::{GaugeVec, Opts, Registry, TextEncoder};
 use superfluid_node::engine::Engine;
+use superfluid_node::models::ModelSet;
 
 /// The engine figures the page shows, each a gauge by model.
 const FIGURES: [(&str, &str); 8] = [
@@ -50,8 +52,9 @@ const FIGURES: [(&str, &str); 8] = [
     ),
 ];
 
-/// Serves `GET /metrics` for `engine` on `addr` until the process ends.
-pub async fn serve(addr: SocketAddr, engine: Arc<dyn Engine>) -> Result<SocketAddr> {
+/// Serves `GET /metrics` for the engines of `models` on `addr` until the
+/// process ends.
+pub async fn serve(addr: SocketAddr, models: Arc<ModelSet>) -> Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("could not listen for metrics on {addr}; is another server using that port? pass --metrics with another address")
     })?;
@@ -60,7 +63,7 @@ pub async fn serve(addr: SocketAddr, engine: Arc<dyn Engine>) -> Result<SocketAd
         .context("reading the metrics address")?;
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .with_state(engine);
+        .with_state(models);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::warn!(error = %e, "the node's metrics server stopped");
@@ -70,23 +73,23 @@ pub async fn serve(addr: SocketAddr, engine: Arc<dyn Engine>) -> Result<SocketAd
     Ok(bound)
 }
 
-async fn metrics(State(engine): State<Arc<dyn Engine>>) -> impl axum::response::IntoResponse {
+async fn metrics(State(models): State<Arc<ModelSet>>) -> impl axum::response::IntoResponse {
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        page(engine.as_ref()),
+        page(&models.engines()),
     )
 }
 
-/// The page: one gauge per figure of `engine` now.
-fn page(engine: &dyn Engine) -> String {
+/// The figures of `engine` now, in the order of [`FIGURES`].
+fn figures(engine: &dyn Engine) -> [f64; FIGURES.len()] {
     let info = &engine.info().model;
     let ledger = engine.ledger();
     let load = ledger.load_report();
     let cached_blocks: usize = ledger.chains().iter().map(Vec::len).sum();
-    let values = [
+    [
         f64::from(info.slots),
         f64::from(info.ctx),
         f64::from(load.running),
@@ -95,11 +98,20 @@ fn page(engine: &dyn Engine) -> String {
         f64::from(load.prefill_tokens_per_sec),
         f64::from(load.decode_tokens_per_sec),
         cached_blocks as f64,
-    ];
+    ]
+}
+
+/// The page: one gauge per figure, a series per engine's model.
+fn page(engines: &[Arc<dyn Engine>]) -> String {
     let registry = Registry::new();
-    for ((name, help), value) in FIGURES.into_iter().zip(values) {
+    let values: Vec<_> = engines.iter().map(|e| figures(e.as_ref())).collect();
+    for (i, (name, help)) in FIGURES.into_iter().enumerate() {
         let registered = GaugeVec::new(Opts::new(name, help), &["model"]).and_then(|gauge| {
-            gauge.with_label_values(&[info.id.as_str()]).set(value);
+            for (engine, values) in engines.iter().zip(&values) {
+                gauge
+                    .with_label_values(&[engine.info().model.id.as_str()])
+                    .set(values[i]);
+            }
             registry.register(Box::new(gauge))
         });
         if let Err(e) = registered {
@@ -119,29 +131,33 @@ mod tests {
     use superfluid_node::fake::{FakeCosts, FakeEngine};
     use superfluid_proto::ModelDescription;
 
-    #[tokio::test]
-    async fn the_page_shows_the_engines_limits_and_load_by_model() {
+    fn engine(id: &str, slots: u32) -> Arc<dyn Engine> {
         let model = ModelDescription {
-            id: "smol".into(),
+            id: id.into(),
             ctx: 512,
-            slots: 4,
+            slots,
             sha256: String::new(),
         };
-        let engine = FakeEngine::new(model, FakeCosts::default());
-        engine.ledger().set_load(1, 2, 300);
-        let page = page(&engine);
-        let model = &engine.info().model;
-        let label = format!("{{model=\"{}\"}}", model.id);
-        for (name, value) in [
-            ("superfluid_engine_slots", model.slots.to_string()),
-            ("superfluid_engine_running", "1".into()),
-            ("superfluid_engine_queued", "2".into()),
-            ("superfluid_engine_queued_prompt_tokens", "300".into()),
+        Arc::new(FakeEngine::new(model, FakeCosts::default()))
+    }
+
+    #[tokio::test]
+    async fn the_page_shows_each_engines_limits_and_load_by_model() {
+        let (smol, other) = (engine("smol", 4), engine("other", 2));
+        smol.ledger().set_load(1, 2, 300);
+        other.ledger().set_load(2, 0, 0);
+        let page = page(&[smol, other]);
+        for (name, model, value) in [
+            ("superfluid_engine_slots", "smol", "4"),
+            ("superfluid_engine_running", "smol", "1"),
+            ("superfluid_engine_queued", "smol", "2"),
+            ("superfluid_engine_queued_prompt_tokens", "smol", "300"),
+            ("superfluid_engine_slots", "other", "2"),
+            ("superfluid_engine_running", "other", "2"),
+            ("superfluid_engine_queued", "other", "0"),
         ] {
-            assert!(
-                page.contains(&format!("{name}{label} {value}\n")),
-                "{name} {value}:\n{page}"
-            );
+            let line = format!("{name}{{model=\"{model}\"}} {value}\n");
+            assert!(page.contains(&line), "{line}:\n{page}");
         }
         assert!(
             page.contains("# TYPE superfluid_engine_cached_blocks gauge"),
