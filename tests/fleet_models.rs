@@ -30,12 +30,24 @@ fn join_with(tok: &str, dir: &TempDir, name: &str, file: &str) -> Result<Node> {
     cmd.args(["fleet", "join", tok, "--no-mdns", "--data-dir"])
         .arg(dir.path())
         .args(["--name", name, "--model", file])
+        .args(["--metrics", "127.0.0.1:0"])
         .args(LIGHT)
         .env("SUPERFLUID_HOME", dir.path());
     Ok(Node {
         proc: Proc::spawn(&format!("join {name}"), cmd)?,
         name: name.to_owned(),
     })
+}
+
+/// The node's own metrics page (`--metrics`), from the address it logged.
+async fn node_metrics(node: &Node) -> Result<String> {
+    let log = node.proc.log();
+    let url = log
+        .split("node metrics at ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .with_context(|| format!("{} logged no metrics address: {log}", node.name))?;
+    Ok(reqwest::get(url).await?.text().await?)
 }
 
 /// `superfluid models ARGS` against `head`.
@@ -228,6 +240,19 @@ async fn two_models_load_where_asked_and_unload_when_idle() -> Result<()> {
         "after `models load --node smol-node`: {:?}",
         loaded_on(&head, SECOND).await?
     );
+    // The node's own metrics show a series for each model loaded there now
+    // (its first one may have been unloaded as idle meanwhile).
+    let page = node_metrics(&a).await?;
+    let first_loaded = loaded_on(&head, MODEL)
+        .await?
+        .contains(&"smol-node".to_owned());
+    for (model, loaded) in [(SECOND, true), (MODEL, first_loaded)] {
+        let series = format!("superfluid_engine_slots{{model=\"{model}\"}}");
+        ensure!(
+            page.contains(&series) == loaded,
+            "{series} on smol-node's page should be there: {loaded}\n{page}"
+        );
+    }
     // Ollama's clients unload with `keep_alive: 0` and an empty prompt, and
     // load with an empty prompt alone.
     let ollama = |body: Value| {
