@@ -148,22 +148,30 @@ pub async fn fetch(
     report(progress_of(offset));
     // The disk writes and the hashing run on their own thread, so the
     // stream is read (and acknowledged) while a chunk is being written.
-    let (chunks, mut queued) = tokio::sync::mpsc::channel::<quinn::Chunk>(WRITE_QUEUE);
+    // The stream yields a packet's worth of bytes at a time; they are
+    // gathered into chunks of [`CHUNK`] bytes, so the writer makes one
+    // write call and one hand-over per chunk rather than per packet.
+    let (chunks, mut queued) = tokio::sync::mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::task::spawn_blocking(move || {
         let mut download = download;
         while let Some(chunk) = queued.blocking_recv() {
-            download.write(&chunk.bytes)?;
+            download.write(&chunk)?;
         }
         Ok::<_, CacheError>(download)
     });
     let mut got = offset;
+    let mut gathered = Vec::with_capacity(CHUNK);
     let received = loop {
-        match recv.read_chunk(CHUNK, true).await {
+        match recv.read_chunk(CHUNK - gathered.len(), true).await {
             Ok(Some(chunk)) => {
                 got += chunk.bytes.len() as u64;
-                if chunks.send(chunk).await.is_err() {
-                    // The writer stopped: its error is the one to report.
-                    break Ok(());
+                gathered.extend_from_slice(&chunk.bytes);
+                if gathered.len() >= CHUNK {
+                    let full = std::mem::replace(&mut gathered, Vec::with_capacity(CHUNK));
+                    if chunks.send(full).await.is_err() {
+                        // The writer stopped: its error is the one to report.
+                        break Ok(());
+                    }
                 }
                 progress.set(got);
                 if reported.elapsed() >= REPORT_EVERY {
@@ -180,6 +188,11 @@ pub async fn fetch(
             }
         }
     };
+    // What came before an end or a cut is written too: a cut download
+    // resumes after every byte received.
+    if !gathered.is_empty() {
+        let _ = chunks.send(gathered).await;
+    }
     drop(chunks);
     progress.finish();
     let download = writer.await.map_err(FetchError::Task)??;
