@@ -2,7 +2,8 @@
 //! (tests/python/openai_responses.py) against `superfluid serve` with the
 //! real model and a key: stored, continued with `previous_response_id`,
 //! forked, streamed (raw events and the stream helper), retrieved, input
-//! items, deleted, `store=False`, refused fields, `max_output_tokens`.
+//! items, deleted, `store=False`, refused fields, `max_output_tokens`; and
+//! function tools (tests/python/openai_responses_tools.py).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -56,4 +57,44 @@ async fn the_openai_python_client_stores_continues_streams_and_deletes_responses
             ran.describe()
         );
     }
+}
+
+#[tokio::test]
+async fn the_openai_python_client_calls_function_tools_through_responses() {
+    let _serial = serial().await;
+    let dir = TempDir::new("responses-tools");
+    let data_dir = dir.arg();
+    let server = Server::start(&["--api-key", KEY, "--data-dir", &data_dir])
+        .expect("starting superfluid serve");
+    let python = venv_python();
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_responses_tools.py");
+    let mut cmd = Command::new(&python);
+    cmd.arg(script)
+        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
+        .env("SUPERFLUID_TEST_KEY", KEY)
+        .env("SUPERFLUID_TEST_MODEL", MODEL)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL");
+    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
+    }
+    let ran = run_cmd("openai_responses_tools.py", cmd, Duration::from_secs(300))
+        .expect("running the responses tools script");
+    for case in [
+        "named_tool_choice_returns_a_function_call_with_valid_arguments",
+        "required_returns_a_call",
+        "the_calls_output_gets_a_text_answer_with_previous_response_id",
+        "the_whole_item_list_with_call_and_output_gets_a_text_answer",
+        "streamed_call_deltas_assemble_to_its_arguments",
+        "tool_choice_none_gets_text",
+        "a_bad_function_gets_a_400_naming_the_field",
+    ] {
+        assert!(
+            ran.stdout.contains(&format!("ok {case}\n")),
+            "{case} did not pass: {}",
+            ran.describe()
+        );
+    }
+    assert!(ran.status.success(), "{}", ran.describe());
 }

@@ -12,6 +12,7 @@
 //! - [`drive`]: the generation task, which commits the answer.
 //! - [`stream`]: the streamed answer's events.
 //! - [`read`]: retrieve, input items, delete.
+//! - [`tools`]: function tools, their calls and results.
 
 pub mod create;
 pub mod drive;
@@ -19,6 +20,7 @@ pub mod read;
 pub mod reply;
 pub mod request;
 pub mod stream;
+pub mod tools;
 pub mod turn;
 
 #[cfg(test)]

@@ -73,8 +73,12 @@ pub async fn create(
         let codec = admission.text_model(&model, counted.as_ref())?;
         let messages = messages(previous.as_ref(), &checked)?;
         let req = params::request(codec.id(), messages, &checked.settings)?;
-        let chat = req.chat_messages()?;
-        let gen_params = req.params()?;
+        let mut chat = req.chat_messages()?;
+        let mut gen_params = req.params()?;
+        if let Some(set) = &checked.tools.set {
+            chat = super::super::tools::prompt::with_tools(chat, set);
+            gen_params.constraint = super::super::tools::grammar::constraint(set)?;
+        }
         let prompt = tokenize(&codec, codec.render_chat(&chat)?).await?;
         // A message over the size limit is refused before a node is asked.
         for message in &checked.input {
@@ -92,6 +96,7 @@ pub async fn create(
             top_p: checked.top_p,
             previous_response_id: checked.previous.clone(),
             store: checked.store,
+            tools: checked.tools.clone(),
         };
         let given = json!({
             "model": codec.id(),

@@ -87,7 +87,7 @@ pub async fn input_items(
         ));
     }
     let found = turn::find(store, &id).await?;
-    let mut items: Vec<Value> = found.inputs().iter().map(item).collect();
+    let mut items: Vec<Value> = found.inputs().iter().flat_map(items_of).collect();
     match q.order.as_deref() {
         None | Some("desc") => items.reverse(),
         Some("asc") => {}
@@ -126,20 +126,49 @@ fn page(items: Vec<Value>, has_more: bool) -> Value {
     })
 }
 
-/// An input message as a Responses API item.
-fn item(event: &Event) -> Value {
+/// An input message as Responses API items: a message, a tool's result
+/// (`function_call_output`), or an assistant's text (if any) and calls
+/// (`function_call`).
+fn items_of(event: &Event) -> Vec<Value> {
     let role = event.body["role"].as_str().unwrap_or("user");
     let text = event.body["content"].as_str().unwrap_or_default();
-    let part = if role == "assistant" {
-        output_text(text)
-    } else {
-        json!({"type": "input_text", "text": text})
-    };
-    json!({
-        "id": format!("msg_{}_{}", event.session, event.id),
-        "type": "message",
-        "status": "completed",
-        "role": role,
-        "content": [part],
-    })
+    let id = |kind: &str| format!("{kind}_{}_{}", event.session, event.id);
+    if role == "tool" {
+        return vec![json!({
+            "id": id("fco"),
+            "type": "function_call_output",
+            "status": "completed",
+            "call_id": event.body["tool_call_id"],
+            "output": text,
+        })];
+    }
+    let calls = event.body["tool_calls"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    let mut items = Vec::with_capacity(calls.len() + 1);
+    if !text.is_empty() || calls.is_empty() {
+        let part = if role == "assistant" {
+            output_text(text)
+        } else {
+            json!({"type": "input_text", "text": text})
+        };
+        items.push(json!({
+            "id": id("msg"),
+            "type": "message",
+            "status": "completed",
+            "role": role,
+            "content": [part],
+        }));
+    }
+    for (i, call) in calls.iter().enumerate() {
+        items.push(json!({
+            "id": format!("{}_{i}", id("fc")),
+            "type": "function_call",
+            "status": "completed",
+            "call_id": call["id"],
+            "name": call["function"]["name"],
+            "arguments": call["function"]["arguments"],
+        }));
+    }
+    items
 }

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::super::generate::Usage;
 use super::super::output::FinishReason;
+use super::tools::{call_item, split_answer, Tools};
 
 /// Where a response stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +57,8 @@ pub struct Echo {
     pub previous_response_id: Option<String>,
     /// `store`.
     pub store: bool,
+    /// `tools`, `tool_choice` and `parallel_tool_calls`.
+    pub tools: Tools,
 }
 
 impl Echo {
@@ -68,6 +71,7 @@ impl Echo {
             "top_p": self.top_p,
             "previous_response_id": self.previous_response_id,
             "store": self.store,
+            "tools": self.tools.given,
         })
     }
 
@@ -82,6 +86,7 @@ impl Echo {
             top_p: response["top_p"].as_f64(),
             previous_response_id: response["previous_response_id"].as_str().map(str::to_owned),
             store: response["store"].as_bool().unwrap_or(true),
+            tools: Tools::from_given(&response["tools"]),
         }
     }
 }
@@ -110,7 +115,12 @@ pub struct ResponseView {
 impl ResponseView {
     /// The output message item, with the text so far.
     pub fn message(&self, status: Status) -> Value {
-        let content = match &self.text {
+        self.message_with(self.text.as_deref(), status)
+    }
+
+    /// The output message item with `text`.
+    pub fn message_with(&self, text: Option<&str>, status: Status) -> Value {
+        let content = match text {
             Some(text) => vec![output_text(text)],
             None => Vec::new(),
         };
@@ -123,12 +133,27 @@ impl ResponseView {
         })
     }
 
+    /// The output items of a finished answer: its message (unless the
+    /// answer is only calls), then a `function_call` item per call.
+    pub fn output(&self) -> Vec<Value> {
+        let Some(text) = &self.text else {
+            return Vec::new();
+        };
+        let (content, calls) = split_answer(text, self.echo.tools.set.as_ref());
+        let mut output = Vec::with_capacity(calls.len() + 1);
+        if !content.is_empty() || calls.is_empty() {
+            output.push(self.message_with(Some(&content), self.status));
+        }
+        for (i, call) in calls.iter().enumerate() {
+            output.push(call_item(&self.id, i, call, "completed"));
+        }
+        output
+    }
+
     /// The `response` object.
     pub fn body(&self) -> Value {
-        let output = match self.text {
-            Some(_) => vec![self.message(self.status)],
-            None => Vec::new(),
-        };
+        let output = self.output();
+        let given = &self.echo.tools.given;
         let incomplete =
             (self.status == Status::Incomplete).then(|| json!({"reason": "max_output_tokens"}));
         let error = self
@@ -155,14 +180,14 @@ impl ResponseView {
             "max_output_tokens": self.echo.max_output_tokens,
             "model": self.echo.model,
             "output": output,
-            "parallel_tool_calls": false,
+            "parallel_tool_calls": given["parallel_tool_calls"].as_bool().unwrap_or(true),
             "previous_response_id": self.echo.previous_response_id,
             "reasoning": {"effort": null, "summary": null},
             "store": self.echo.store,
             "temperature": self.echo.temperature,
             "text": {"format": {"type": "text"}},
-            "tool_choice": "none",
-            "tools": [],
+            "tool_choice": given.get("tool_choice").cloned().unwrap_or_else(|| json!("auto")),
+            "tools": given.get("tools").cloned().unwrap_or_else(|| json!([])),
             "top_p": self.echo.top_p,
             "truncation": "disabled",
             "usage": usage,

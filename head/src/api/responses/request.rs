@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::super::ApiError;
+use super::tools::{self, Tools};
 
 /// What `POST /v1/responses` takes, as sent.
 #[derive(Debug, Default, Deserialize)]
@@ -27,6 +28,12 @@ pub struct ResponsesBody {
     pub store: Option<bool>,
     /// Continue from this stored response.
     pub previous_response_id: Option<String>,
+    /// Function tools the model may call.
+    pub tools: Option<Value>,
+    /// Whether and which tool the model must call.
+    pub tool_choice: Option<Value>,
+    /// Whether one answer may call several functions.
+    pub parallel_tool_calls: Option<Value>,
     /// Every other field: refused unless it asks for what the head does
     /// anyway (see [`check_others`]).
     #[serde(flatten)]
@@ -34,18 +41,31 @@ pub struct ResponsesBody {
 }
 
 /// One input message, as the chat template takes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InputMessage {
-    /// `user`, `assistant` or `system` (`developer` is read as `system`).
+    /// `user`, `assistant`, `system` (`developer` is read as `system`) or
+    /// `tool` (a `function_call_output` item).
     pub role: String,
     /// Its text.
     pub text: String,
+    /// An assistant's calls (`function_call` items), in the chat
+    /// completions shape.
+    pub tool_calls: Option<Value>,
+    /// The call a `tool` message answers.
+    pub tool_call_id: Option<String>,
 }
 
 impl InputMessage {
     /// The body of the `message` event that records it.
     pub fn event_body(&self) -> Value {
-        json!({"role": self.role, "content": self.text})
+        let mut body = json!({"role": self.role, "content": self.text});
+        if let Some(calls) = &self.tool_calls {
+            body["tool_calls"] = calls.clone();
+        }
+        if let Some(id) = &self.tool_call_id {
+            body["tool_call_id"] = json!(id);
+        }
+        body
     }
 }
 
@@ -73,15 +93,14 @@ pub struct Checked {
     pub store: bool,
     /// The response continued from.
     pub previous: Option<String>,
+    /// The function tools offered.
+    pub tools: Tools,
 }
 
 /// Fields of OpenAI's Responses API the head does not implement, with
 /// what to do instead.
 const REFUSED: &[(&str, &str)] = &[
-    ("tools", "tools are not run by the Responses API here; use /v1/chat/completions with `tools` for tool calls"),
-    ("tool_choice", "tools are not run by the Responses API here; leave `tool_choice` out"),
-    ("parallel_tool_calls", "tools are not run by the Responses API here; leave `parallel_tool_calls` out"),
-    ("max_tool_calls", "tools are not run by the Responses API here; leave `max_tool_calls` out"),
+    ("max_tool_calls", "the number of calls is not capped; leave `max_tool_calls` out, or set `parallel_tool_calls: false` for at most one call per response"),
     ("reasoning", "the served models do not take reasoning settings; leave `reasoning` out"),
     ("text", "only plain text output is supported (`text: {\"format\": {\"type\": \"text\"}}`); for JSON use /v1/chat/completions with `response_format`"),
     ("background", "background responses are not supported; leave `background` out, or use `stream: true` for a long answer"),
@@ -101,7 +120,7 @@ fn check_others(other: &Map<String, Value>) -> Result<(), ApiError> {
     for (name, value) in other {
         let harmless = match name.as_str() {
             _ if value.is_null() => true,
-            "tools" | "include" => value.as_array().is_some_and(Vec::is_empty),
+            "include" => value.as_array().is_some_and(Vec::is_empty),
             "metadata" => value.as_object().is_some_and(Map::is_empty),
             "truncation" => value == "disabled",
             "text" => value == &json!({"format": {"type": "text"}}),
@@ -125,6 +144,11 @@ impl ResponsesBody {
     /// Checks every field; the error names the first bad one.
     pub fn check(self) -> Result<Checked, ApiError> {
         check_others(&self.other)?;
+        let tools = Tools::from_request(
+            self.tools.as_ref(),
+            self.tool_choice.as_ref(),
+            self.parallel_tool_calls.as_ref(),
+        )?;
         let input = match self.input {
             None | Some(Value::Null) => {
                 return Err(ApiError::param(
@@ -168,6 +192,7 @@ impl ResponsesBody {
             stream: self.stream.unwrap_or(false),
             store: self.store.unwrap_or(true),
             previous: self.previous_response_id,
+            tools,
         })
     }
 }
@@ -179,6 +204,7 @@ pub fn input_messages(input: &Value) -> Result<Vec<InputMessage>, ApiError> {
             return Ok(vec![InputMessage {
                 role: "user".into(),
                 text: text.clone(),
+                ..InputMessage::default()
             }])
         }
         Value::Array(items) if !items.is_empty() => items,
@@ -195,24 +221,52 @@ pub fn input_messages(input: &Value) -> Result<Vec<InputMessage>, ApiError> {
             ))
         }
     };
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| input_item(item, i))
-        .collect()
+    let mut messages: Vec<InputMessage> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        match kind {
+            "message" => messages.push(input_item(item, i)?),
+            // Calls after an assistant message belong to it.
+            "function_call" => {
+                let call = tools::input_call(item, i)?;
+                match messages.last_mut() {
+                    Some(last) if last.role == "assistant" => {
+                        let calls = last.tool_calls.get_or_insert_with(|| json!([]));
+                        if let Some(calls) = calls.as_array_mut() {
+                            calls.push(call);
+                        }
+                    }
+                    _ => messages.push(InputMessage {
+                        role: "assistant".into(),
+                        tool_calls: Some(json!([call])),
+                        ..InputMessage::default()
+                    }),
+                }
+            }
+            "function_call_output" => {
+                let (call_id, output) = tools::input_output(item, i)?;
+                messages.push(InputMessage {
+                    role: "tool".into(),
+                    text: output,
+                    tool_call_id: Some(call_id),
+                    ..InputMessage::default()
+                });
+            }
+            other => {
+                return Err(ApiError::param(
+                    format!("input[{i}].type"),
+                    format!("input[{i}] has type {other:?}; message, function_call and function_call_output items are supported"),
+                ))
+            }
+        }
+    }
+    Ok(messages)
 }
 
 fn input_item(item: &Value, i: usize) -> Result<InputMessage, ApiError> {
-    let kind = item
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("message");
-    if kind != "message" {
-        return Err(ApiError::param(
-            format!("input[{i}].type"),
-            format!("input[{i}] has type {kind:?}; only message items ({{\"role\": \"user\", \"content\": \"...\"}}) are supported"),
-        ));
-    }
     let role = match item.get("role").and_then(Value::as_str) {
         Some("developer" | "system") => "system",
         Some(r @ ("user" | "assistant")) => r,
@@ -255,5 +309,6 @@ fn input_item(item: &Value, i: usize) -> Result<InputMessage, ApiError> {
     Ok(InputMessage {
         role: role.to_owned(),
         text,
+        ..InputMessage::default()
     })
 }

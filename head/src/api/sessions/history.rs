@@ -70,6 +70,9 @@ pub fn conversation(session: SessionId, events: &[Event]) -> Result<Conversation
                 if let Some(id) = event.body.get("tool_call_id") {
                     message["tool_call_id"] = id.clone();
                 }
+                if let Some(calls) = event.body.get("tool_calls") {
+                    message["tool_calls"] = calls.clone();
+                }
                 messages.push((event.id, message));
             }
             EventKind::Generated => messages.push((
