@@ -27,7 +27,7 @@ pub async fn run(flags: HeadFlags) -> Result<()> {
     let keys = Keys::open(&data_dir, &flags.access.api_keys)
         .with_context(|| format!("opening the API keys in {}", data_dir.display()))?;
     keys::check_bind(flags.http, &keys, flags.access.insecure_no_auth)?;
-    let sessions = crate::serve::open_sessions(&data_dir, flags.session_limits.limits())?;
+    let sessions = crate::serve::open_sessions(&data_dir, flags.session_limits.limits()).await?;
     let browser = flags.browser.policy(&keys)?;
     let fleet_id = membership.fleet_id();
     let backend = engine::backend()?;

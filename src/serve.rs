@@ -25,7 +25,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
     keys::check_bind(flags.http, &keys, flags.access.insecure_no_auth)?;
     let browser = flags.browser.policy(&keys)?;
     let data_dir = flags.data_dir.unwrap_or_else(engine::home);
-    let sessions = open_sessions(&data_dir, flags.session_limits.limits())?;
+    let sessions = open_sessions(&data_dir, flags.session_limits.limits()).await?;
     let config = EngineConfig::from_flags(flags.engine)?;
     let embed_config = match flags.embedding_model {
         Some(path) => Some(EngineConfig {
@@ -117,13 +117,23 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
 }
 
 /// The session store in `data_dir`; a damaged database stops the process
-/// with the store's message, which names the file and what to do.
-pub fn open_sessions(
+/// with the store's message, which names the file and what to do. Turns
+/// that were generating when the head last stopped are ended as failed.
+pub async fn open_sessions(
     data_dir: &std::path::Path,
     limits: superfluid_head::sessions::SessionLimits,
 ) -> Result<superfluid_head::sessions::SessionStore> {
     let path = data_dir.join(superfluid_head::sessions::DB_FILE);
     let store = superfluid_head::sessions::SessionStore::open_with(&path, limits)?;
+    let ended = store
+        .end_interrupted_turns(superfluid_head::api::sessions::bodies::interrupted)
+        .await?;
+    if ended > 0 {
+        tracing::warn!(
+            turns = ended,
+            "ended the turns that were generating when the head last stopped; they read as failed"
+        );
+    }
     tracing::info!("sessions stored in {}", path.display());
     Ok(store)
 }

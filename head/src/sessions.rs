@@ -33,6 +33,7 @@ pub mod limits;
 mod open;
 mod ops;
 mod read;
+mod recover;
 pub mod store;
 pub mod types;
 mod writer;

@@ -20,7 +20,7 @@ pub(super) enum Writer {
     Generation,
 }
 
-fn insert_event(
+pub(super) fn insert_event(
     db: Db<'_>,
     session: SessionId,
     seq: i64,

@@ -89,7 +89,7 @@ impl SessionStore {
         &self.shared.path
     }
 
-    async fn write<R, F>(&self, f: F) -> Result<R, SessionError>
+    pub(super) async fn write<R, F>(&self, f: F) -> Result<R, SessionError>
     where
         R: Send + 'static,
         F: FnOnce(Db<'_>, &Hot, &SessionLimits) -> Result<R, SessionError> + Send + 'static,

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use super::super::generate::Usage;
 use super::super::output::FinishReason;
 
-use crate::sessions::{EventId, SessionId, SessionInfo};
+use crate::sessions::{Event, EventId, SessionId, SessionInfo};
 
 /// `POST /v1/sessions`.
 #[derive(Debug, Deserialize)]
@@ -167,4 +167,23 @@ pub fn generated(text: &str, finish: FinishReason, usage: &Usage) -> Value {
 /// the first event of the turn that failed, which replays leave out.
 pub fn failed(error: &Value, turn: EventId) -> Value {
     json!({"error": error["error"], "turn": turn})
+}
+
+/// The `generation_failed` body that ends a turn a stopped head left open
+/// (see [`crate::sessions::SessionStore::end_interrupted_turns`]; `turn` is
+/// its trailing `message` events and its `generation_prompt`, last). A
+/// response's turn is left out from its first input message, since its
+/// input was written with its prompt; a sessions API turn from its prompt,
+/// since the client's messages were committed on their own and stay.
+pub fn interrupted(turn: &[Event]) -> Value {
+    let error = json!({"error": {
+        "message": "the head stopped before this generation finished, so nothing was answered; send the request again",
+        "type": "server_error",
+        "code": "head_stopped",
+    }});
+    let from = match turn.last() {
+        Some(prompt) if prompt.body.get("response").is_some() => turn.first(),
+        prompt => prompt,
+    };
+    failed(&error, from.map_or(EventId(0), |e| e.id))
 }
