@@ -30,18 +30,20 @@ const SUBJECTS: [&str; 8] = [
 ];
 
 /// The schema every constrained request sends: an object with required
-/// fields, an integer, an array of an enum and no other properties.
+/// fields, an integer, an array of an enum and no other properties. The
+/// strings are bounded so the JSON closes within `--max-tokens` 128.
 pub fn schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "name": {"type": "string"},
+            "name": {"type": "string", "maxLength": 40},
             "age": {"type": "integer"},
             "traits": {
                 "type": "array",
-                "items": {"type": "string", "enum": ["brave", "kind", "clever", "curious", "grumpy", "shy"]}
+                "items": {"type": "string", "enum": ["brave", "kind", "clever", "curious", "grumpy", "shy"]},
+                "maxItems": 4
             },
-            "story": {"type": "string"}
+            "story": {"type": "string", "maxLength": 240}
         },
         "required": ["name", "age", "traits", "story"],
         "additionalProperties": false
@@ -56,15 +58,22 @@ pub fn matches_schema(text: &str) -> bool {
     };
     let allowed = ["brave", "kind", "clever", "curious", "grumpy", "shy"];
     fields.len() == 4
-        && fields.get("name").is_some_and(Value::is_string)
+        && fields
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| n.chars().count() <= 40)
         && fields.get("age").is_some_and(|a| a.is_i64() || a.is_u64())
-        && fields.get("story").is_some_and(Value::is_string)
+        && fields
+            .get("story")
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.chars().count() <= 240)
         && fields
             .get("traits")
             .and_then(Value::as_array)
             .is_some_and(|t| {
-                t.iter()
-                    .all(|v| v.as_str().is_some_and(|s| allowed.contains(&s)))
+                t.len() <= 4
+                    && t.iter()
+                        .all(|v| v.as_str().is_some_and(|s| allowed.contains(&s)))
             })
 }
 
@@ -73,7 +82,7 @@ fn prompt(round: u32, n: usize) -> String {
     let subject = SUBJECTS[n % SUBJECTS.len()];
     format!(
         "Character {round}-{n}. Invent {subject} for a story: a name, an age, a few traits \
-         and a long story about them. Answer in JSON."
+         and a short story about them. Answer in JSON."
     )
 }
 
@@ -255,6 +264,7 @@ mod tests {
             r#"{"name": "Ada", "age": 7, "traits": ["tall"], "story": ""}"#,
             r#"{"name": "Ada", "age": 7, "traits": [], "story": "", "x": 1}"#,
             r#"{"name": "Ada", "age": 7, "traits": []"#,
+            r#"{"name": "Ada", "age": 7, "traits": ["kind", "kind", "kind", "kind", "kind"], "story": ""}"#,
             "Ada is seven.",
         ] {
             assert!(!matches_schema(bad), "{bad}");
