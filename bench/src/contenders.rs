@@ -1,6 +1,7 @@
 //! The processes `bench serve` measures, started before the first round,
 //! and the targets their requests go to.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -34,25 +35,10 @@ pub struct Contenders {
 
 impl Contenders {
     pub async fn start(args: &ServeArgs) -> Result<Contenders> {
-        let (t, s, c) = (
-            args.threads.to_string(),
-            args.slots.to_string(),
-            args.ctx.to_string(),
-        );
+        let t = args.threads.to_string();
+        let s = args.slots.to_string();
         let model = args.model.display().to_string();
-        let serve_args = owned(&[
-            "serve",
-            "--http",
-            "127.0.0.1:{port}",
-            "--threads",
-            &t,
-            "--slots",
-            &s,
-            "--ctx",
-            &c,
-            "--model",
-            &model,
-        ]);
+        let serve_args = serve_args(args, None);
         let serve = http::start(&args.superfluid, &serve_args)
             .await
             .context("starting superfluid serve")?;
@@ -179,6 +165,30 @@ pub const PAIRS: [(&str, &str); 7] = [
     ("superfluid_serve", "llama_server"),
 ];
 
-fn owned(args: &[&str]) -> Vec<String> {
+/// The arguments of a `superfluid serve` with the run's model, threads,
+/// slots and context (`{port}` to be filled in), and `embedding_model`
+/// beside it when there is one.
+pub fn serve_args(args: &ServeArgs, embedding_model: Option<&Path>) -> Vec<String> {
+    let mut serve = owned(&[
+        "serve",
+        "--http",
+        "127.0.0.1:{port}",
+        "--threads",
+        &args.threads.to_string(),
+        "--slots",
+        &args.slots.to_string(),
+        "--ctx",
+        &args.ctx.to_string(),
+        "--model",
+        &args.model.display().to_string(),
+    ]);
+    if let Some(path) = embedding_model {
+        serve.push("--embedding-model".into());
+        serve.push(path.display().to_string());
+    }
+    serve
+}
+
+pub fn owned(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| a.to_string()).collect()
 }

@@ -84,23 +84,44 @@ pub async fn complete(
     max_tokens: u32,
 ) -> Result<RequestTiming> {
     let (path, body) = api.request(model, prompt, max_tokens);
+    let streamed = stream(client, api, &format!("{base}{path}"), &body, key).await?;
+    Ok(RequestTiming {
+        prompt_tokens,
+        ..streamed.timing
+    })
+}
+
+/// What one streamed answer took, and its text.
+pub struct Streamed {
+    /// `prompt_tokens` is 0: the caller knows the prompt.
+    pub timing: RequestTiming,
+    pub text: String,
+}
+
+/// Sends `body` to `url` (an endpoint of `api`, streamed) and times the
+/// answer: the first text, the last, and the tokens the server counted
+/// (the text chunks when it counts none).
+pub async fn stream(
+    client: &reqwest::Client,
+    api: Api,
+    url: &str,
+    body: &Value,
+    key: Option<&str>,
+) -> Result<Streamed> {
     let start = Instant::now();
-    let mut request = client.post(format!("{base}{path}")).json(&body);
+    let mut request = client.post(url).json(body);
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
     let resp = request.send().await?;
     if !resp.status().is_success() {
-        bail!(
-            "{base}{path} answered {}: {}",
-            resp.status(),
-            resp.text().await?
-        );
+        bail!("{url} answered {}: {}", resp.status(), resp.text().await?);
     }
     let mut stream = resp.bytes_stream();
     let mut buf = Vec::new();
     let (mut first, mut last) = (None, start);
     let (mut chunks, mut usage_tokens) = (0u32, None);
+    let mut text = String::new();
     while let Some(bytes) = stream.next().await {
         buf.extend_from_slice(&bytes?);
         let drained = match api.framing() {
@@ -112,20 +133,24 @@ pub async fn complete(
             if let Some(n) = piece.tokens {
                 usage_tokens = Some(n);
             }
-            if piece.text.is_some_and(|t| !t.is_empty()) {
+            if let Some(piece) = piece.text.filter(|t| !t.is_empty()) {
                 let now = Instant::now();
                 first.get_or_insert(now);
                 last = now;
                 chunks += 1;
+                text.push_str(piece);
             }
         }
     }
     let first = first.unwrap_or(last);
-    Ok(RequestTiming {
-        ttft: first - start,
-        decode: last - first,
-        tokens: usage_tokens.unwrap_or(chunks),
-        prompt_tokens,
+    Ok(Streamed {
+        timing: RequestTiming {
+            ttft: first - start,
+            decode: last - first,
+            tokens: usage_tokens.unwrap_or(chunks),
+            prompt_tokens: 0,
+        },
+        text,
     })
 }
 

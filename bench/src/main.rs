@@ -37,6 +37,7 @@
 mod apis;
 mod bare_join;
 mod contenders;
+mod embeddings;
 mod failover;
 mod fleet;
 mod http;
@@ -51,6 +52,7 @@ mod routing;
 mod scraper;
 mod sessions;
 mod stats;
+mod structured;
 mod workload;
 
 use std::path::PathBuf;
@@ -219,9 +221,53 @@ pub struct ServeArgs {
     /// Rounds; each round measures every contender in turn on fresh prompts.
     #[arg(long, default_value_t = 6)]
     pub rounds: u32,
+    /// Run only these steps (comma-separated): `contenders` (every
+    /// contender's decode, prefill and TTFT), `structured` (chat with a JSON
+    /// schema against without, `--alone` prompts a round), `embeddings`
+    /// (superfluid serve against llama-server on /v1/embeddings). All by
+    /// default.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<ServePart>,
+    /// The embedding model of the embeddings step [default:
+    /// all-MiniLM-L6-v2.gguf beside --model].
+    #[arg(long)]
+    pub embedding_model: Option<PathBuf>,
+    /// Inputs per batch request of the embeddings step.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=2048))]
+    pub embed_batch: u32,
+    /// Batch requests per round of the embeddings step.
+    #[arg(long, default_value_t = 2)]
+    pub embed_batches: u32,
+    /// Single-input requests per round of the embeddings step, sent one
+    /// after another.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub embed_singles: u32,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The steps of `bench serve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServePart {
+    Contenders,
+    Structured,
+    Embeddings,
+}
+
+impl ServeArgs {
+    /// Whether step `part` runs.
+    pub fn runs(&self, part: ServePart) -> bool {
+        self.only.is_empty() || self.only.contains(&part)
+    }
+
+    /// The embedding model: `--embedding-model`, or all-MiniLM-L6-v2
+    /// beside the chat model (where scripts/setup puts both).
+    pub fn embedding_model(&self) -> PathBuf {
+        self.embedding_model
+            .clone()
+            .unwrap_or_else(|| self.model.with_file_name("all-MiniLM-L6-v2.gguf"))
+    }
 }
 
 /// Parses a number of seconds that must be finite and above 0.

@@ -11,10 +11,12 @@ use superfluid_node::llama::{LlamaConfig, LlamaEngine};
 use superfluid_node::Engine;
 
 use crate::contenders::{Contenders, PAIRS};
+use crate::embeddings::{self, EmbeddingsReport};
 use crate::measure::{interleaved, Bench, Contender};
 use crate::scraper::ScrapeCounts;
 use crate::stats::{paired_median_difference, Spread, Summary};
-use crate::ServeArgs;
+use crate::structured::{self, StructuredReport};
+use crate::{ServeArgs, ServePart};
 
 /// How one contender compares with another.
 #[derive(Debug, Serialize)]
@@ -60,7 +62,11 @@ pub struct Report {
     pub contenders: Vec<Contender>,
     pub ratios: Vec<Ratios>,
     /// What the poller of `serve_scraped`'s `/metrics` did.
-    pub scrapes: ScrapeCounts,
+    pub scrapes: Option<ScrapeCounts>,
+    /// Chat with a JSON schema against the same chat without one.
+    pub structured: Option<StructuredReport>,
+    /// superfluid serve's /v1/embeddings against llama-server's.
+    pub embeddings: Option<EmbeddingsReport>,
 }
 
 fn at(c: &Contender, i: usize) -> &Summary {
@@ -98,39 +104,33 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
 
 /// `bench serve`: the in-process engine, `superfluid serve` through each of
 /// its APIs, heads with and without keys, a scraped serve and llama-server
-/// (when given), all started first and then measured round by round.
+/// (when given), all started first and then measured round by round; then
+/// structured output against free text, then embeddings against
+/// llama-server's. `--only` picks some of the three steps.
 pub async fn serve(args: &ServeArgs) -> Result<Report> {
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(false));
-    let backend = Arc::new(LlamaBackend::init()?);
-    let params = LlamaModelParams::default().with_vocab_only(true);
-    let vocab = LlamaModel::load_from_file(&backend, &args.model, &params)
-        .context("loading the vocabulary")?;
-    let bench = Bench {
-        args,
-        vocab: &vocab,
-        // A fresh connection per request: servers that close idle
-        // keep-alive connections would otherwise race the next request.
-        client: reqwest::Client::builder()
-            .pool_max_idle_per_host(0)
-            .build()?,
-    };
+    // A fresh connection per request: servers that close idle keep-alive
+    // connections would otherwise race the next request.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()?;
     let model_id = superfluid_proto::model_id_from_path(&args.model);
-
-    let config = LlamaConfig {
-        model_path: args.model.clone(),
-        slots: args.slots,
-        ctx: args.ctx,
-        threads: args.threads,
-        ..LlamaConfig::default()
+    let (measured, scrapes) = if args.runs(ServePart::Contenders) {
+        let (measured, scrapes) = contenders(args, &client, &model_id).await?;
+        (measured, Some(scrapes))
+    } else {
+        (Vec::new(), None)
     };
-    let engine: Arc<dyn Engine> = Arc::new(LlamaEngine::start(backend.clone(), config)?);
-
-    let contenders = Contenders::start(args).await?;
-    let targets = contenders.targets(&engine, &model_id);
-    let measured = interleaved(&bench, &targets).await?;
-    drop(targets);
-    let scrapes = contenders.scraper.counts();
-    drop((contenders, engine));
+    let structured = if args.runs(ServePart::Structured) {
+        Some(structured::run(args, &client).await?)
+    } else {
+        None
+    };
+    let embeddings = if args.runs(ServePart::Embeddings) {
+        Some(embeddings::run(args, &client, &args.embedding_model()).await?)
+    } else {
+        None
+    };
 
     let by_name = |name: &str| measured.iter().find(|c| c.name == name);
     let all = PAIRS
@@ -149,7 +149,43 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         contenders: measured,
         ratios: all,
         scrapes,
+        structured,
+        embeddings,
     })
+}
+
+/// The contenders step: every contender started, then measured round by
+/// round, interleaved.
+async fn contenders(
+    args: &ServeArgs,
+    client: &reqwest::Client,
+    model_id: &str,
+) -> Result<(Vec<Contender>, ScrapeCounts)> {
+    let backend = Arc::new(LlamaBackend::init()?);
+    let params = LlamaModelParams::default().with_vocab_only(true);
+    let vocab = LlamaModel::load_from_file(&backend, &args.model, &params)
+        .context("loading the vocabulary")?;
+    let bench = Bench {
+        args,
+        vocab: &vocab,
+        client: client.clone(),
+    };
+    let config = LlamaConfig {
+        model_path: args.model.clone(),
+        slots: args.slots,
+        ctx: args.ctx,
+        threads: args.threads,
+        ..LlamaConfig::default()
+    };
+    let engine: Arc<dyn Engine> = Arc::new(LlamaEngine::start(backend.clone(), config)?);
+
+    let contenders = Contenders::start(args).await?;
+    let targets = contenders.targets(&engine, model_id);
+    let measured = interleaved(&bench, &targets).await?;
+    drop(targets);
+    let scrapes = contenders.scraper.counts();
+    drop((contenders, engine));
+    Ok((measured, scrapes))
 }
 
 /// A human-readable table of the report.
@@ -170,11 +206,12 @@ pub fn print_table(report: &Report) {
             c.name, c.prefill_tokens_per_s
         );
     }
-    let s = &report.scrapes;
-    println!(
-        "serve_scraped: {} scrapes of /metrics every {} ms while measured ({} failed, {} bytes in all)",
-        s.scrapes, s.interval_ms, s.failed, s.bytes
-    );
+    if let Some(s) = &report.scrapes {
+        println!(
+            "serve_scraped: {} scrapes of /metrics every {} ms while measured ({} failed, {} bytes in all)",
+            s.scrapes, s.interval_ms, s.failed, s.bytes
+        );
+    }
     for r in &report.ratios {
         println!(
             "{} / {}: decode x{:.3} (1 stream) x{:.3} (4 streams), prefill x{:.3}, ttft p50 {:+.1} ms (1) {:+.1} ms (4), paired {:+.1} ms (1) {:+.1} ms (4)",
@@ -191,5 +228,11 @@ pub fn print_table(report: &Report) {
                 r.of, r.to, p.p50, p.p25, p.p75, p.n
             );
         }
+    }
+    if let Some(s) = &report.structured {
+        structured::print_table(s);
+    }
+    if let Some(e) = &report.embeddings {
+        embeddings::print_table(e);
     }
 }
