@@ -51,22 +51,14 @@ enum Use {
     Named,
 }
 
-/// A key from a small set, so `required` and `$ref`s meet properties and
-/// definitions that exist.
+/// A key from a small set (`a`, `b`, `c`), so `required` and `$ref`s meet
+/// properties and definitions that exist.
 #[derive(Debug, Arbitrary, Clone, Copy)]
-enum Key {
-    A,
-    B,
-    C,
-}
+struct Key(u8);
 
 impl Key {
     fn name(self) -> &'static str {
-        match self {
-            Key::A => "a",
-            Key::B => "b",
-            Key::C => "c",
-        }
+        ["a", "b", "c"][usize::from(self.0 % 3)]
     }
 }
 
@@ -108,7 +100,7 @@ enum Wrap {
     Array,
     AnyOf,
     AllOf,
-    Items,
+    PrefixItems,
 }
 
 /// One generated schema.
@@ -307,7 +299,7 @@ impl Node {
                         Wrap::Array => json!({"type": "array", "items": schema, "minItems": 1}),
                         Wrap::AnyOf => json!({"anyOf": [schema, {"type": "null"}]}),
                         Wrap::AllOf => json!({"allOf": [schema]}),
-                        Wrap::Items => json!({"prefixItems": [schema]}),
+                        Wrap::PrefixItems => json!({"prefixItems": [schema]}),
                     };
                 }
                 schema
