@@ -19,6 +19,13 @@ use super::ApiError;
 /// The parameter named when the schema itself is at fault.
 const SCHEMA_PARAM: &str = "response_format.json_schema.schema";
 
+/// The deepest a schema may nest objects and arrays. llguidance compiles
+/// a schema by recursion, on the request's task (a tokio worker's 2 MiB
+/// stack); a request body nests at most 128 levels in all (serde_json's
+/// limit), and this bound keeps the compiler's stack use within the
+/// worker's whatever the schema came from.
+pub const MAX_SCHEMA_DEPTH: usize = 100;
+
 /// The constraint `response_format` asks for: `None` for text.
 ///
 /// # Errors
@@ -37,6 +44,7 @@ pub fn constraint(response_format: Option<&Value>) -> Result<Option<Constraint>,
         Some("json_schema") => json_schema(format.get("json_schema"))?,
         _ => return Err(bad_shape()),
     };
+    check_depth(&schema, SCHEMA_PARAM)?;
     let schema = without_free_whitespace(schema);
     compile(&schema)?;
     Ok(Some(Constraint::JsonSchema(schema.to_string())))
@@ -80,6 +88,30 @@ fn bad_shape() -> ApiError {
     )
 }
 
+/// Refuses `schema`, naming `param`, when it nests objects and arrays more
+/// than [`MAX_SCHEMA_DEPTH`] levels deep. Walks without recursion.
+///
+/// # Errors
+/// [`ApiError::InvalidParam`] naming `param`.
+pub fn check_depth(schema: &Value, param: &str) -> Result<(), ApiError> {
+    let mut pending = vec![(schema, 0_usize)];
+    while let Some((value, depth)) = pending.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Object(o) => Box::new(o.values()),
+            Value::Array(a) => Box::new(a.iter()),
+            _ => continue,
+        };
+        if depth >= MAX_SCHEMA_DEPTH {
+            return Err(ApiError::param(
+                param,
+                format!("`{param}` nests objects and arrays more than {MAX_SCHEMA_DEPTH} levels deep; flatten it or use a `$ref`"),
+            ));
+        }
+        pending.extend(children.map(|child| (child, depth + 1)));
+    }
+    Ok(())
+}
+
 /// Compiles `schema` and computes its first step, as a node would.
 fn compile(schema: &Value) -> Result<(), ApiError> {
     check_grammar(TopLevelGrammar::from_json_schema(schema.clone())).map_err(|reason| {
@@ -94,17 +126,19 @@ fn compile(schema: &Value) -> Result<(), ApiError> {
 /// error says why it cannot be enforced.
 pub fn check_grammar(grammar: TopLevelGrammar) -> Result<(), String> {
     let factory = factory().map_err(Clone::clone)?;
-    // llguidance reports what it cannot compile as errors; a panic would be
-    // a bug in it, and is answered as a refusal rather than a dropped
-    // connection.
-    let parser = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        factory.create_parser(grammar)
-    }))
-    .map_err(|_| "the grammar compiler failed on it".to_owned())?
-    .map_err(|e| e.to_string())?;
+    let parser = unpanicked(|| factory.create_parser(grammar).map_err(|e| e.to_string()))?;
+    // The matcher catches its own panics and reports them as errors.
     let mut matcher = Matcher::new(Ok(parser));
     matcher.compute_mask().map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// `compile()`, with a panic as an error: llguidance reports what it
+/// cannot compile as errors, and a panic would be a bug in it, answered as
+/// a refusal rather than a dropped connection.
+fn unpanicked<T>(compile: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(compile))
+        .map_err(|_| "the grammar compiler failed on it".to_owned())?
 }
 
 /// One compiler for every request, over a vocabulary of single bytes: what

@@ -1,7 +1,7 @@
 use serde_json::{json, Value};
 use superfluid_proto::Constraint;
 
-use super::constraint;
+use super::{check_grammar, constraint, unpanicked, MAX_SCHEMA_DEPTH};
 use crate::api::ApiError;
 
 /// The parameter and message of a refusal.
@@ -109,4 +109,41 @@ fn hostile_schemas_are_refused_or_compiled_without_harm() {
             other => panic!("unexpected {other:?}"),
         }
     }
+}
+
+/// `levels` arrays, each the items of the one around it, around an integer.
+fn nested_arrays(levels: usize) -> Value {
+    let mut schema = json!({"type": "integer"});
+    for _ in 0..levels {
+        schema = json!({"type": "array", "items": schema});
+    }
+    schema
+}
+
+#[test]
+fn a_schema_nested_too_deep_is_refused_naming_it() {
+    // Built as a value: a request body could not carry this many levels,
+    // but the bound holds whatever the schema came from.
+    for levels in [MAX_SCHEMA_DEPTH, 300, 1_000] {
+        let format = json!({"type": "json_schema", "json_schema": {"name": "s", "schema": nested_arrays(levels)}});
+        let (param, message) = refused(format);
+        assert_eq!(param, "response_format.json_schema.schema");
+        assert!(
+            message.contains(&format!("more than {MAX_SCHEMA_DEPTH} levels deep")),
+            "{message}"
+        );
+    }
+    // One level less is compiled (the outermost schema is the first level).
+    let format = json!({"type": "json_schema", "json_schema": {"name": "s", "schema": nested_arrays(MAX_SCHEMA_DEPTH - 1)}});
+    assert!(matches!(constraint(Some(&format)), Ok(Some(_))));
+}
+
+#[test]
+fn a_panic_in_the_compiler_is_a_refusal() {
+    let reason = unpanicked::<()>(|| panic!("a bug in the compiler")).unwrap_err();
+    assert!(reason.contains("compiler failed"), "{reason}");
+    assert_eq!(unpanicked(|| Ok::<_, String>(7)), Ok(7));
+    // Compiling still works after a caught panic.
+    let grammar = llguidance::api::TopLevelGrammar::from_json_schema(json!({"type": "object"}));
+    assert_eq!(check_grammar(grammar), Ok(()));
 }

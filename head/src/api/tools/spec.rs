@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::api::structured::check_grammar;
+use crate::api::structured::{check_depth, check_grammar};
 use crate::api::ApiError;
 use llguidance::api::TopLevelGrammar;
 
@@ -204,6 +204,7 @@ fn parameters(spec: &Map<String, Value>, i: usize) -> Result<Value, ApiError> {
             ))
         }
     }
+    check_depth(&schema, &param)?;
     check_grammar(TopLevelGrammar::from_json_schema(schema.clone())).map_err(|reason| {
         ApiError::param(
             param.clone(),

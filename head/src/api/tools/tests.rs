@@ -231,3 +231,19 @@ async fn a_call_cut_by_the_token_limit_is_answered_as_text() {
     );
     assert_eq!(body["choices"][0]["finish_reason"], "length");
 }
+
+#[test]
+fn parameters_nested_too_deep_are_refused_naming_them() {
+    let mut deep = json!({"type": "string"});
+    for _ in 0..crate::api::structured::MAX_SCHEMA_DEPTH {
+        deep = json!({"type": "object", "properties": {"a": deep}});
+    }
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": deep}}]);
+    match set(tools, json!("required")) {
+        Err(ApiError::InvalidParam { param, message }) => {
+            assert_eq!(param, "tools[0].function.parameters");
+            assert!(message.contains("levels deep"), "{message}");
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+}
