@@ -69,7 +69,8 @@ pub struct SessionsReport {
     pub appends: Vec<AppendRow>,
     /// Events in the database opened.
     pub startup_events: u64,
-    /// Opening it (integrity check included) and answering a first read.
+    /// Opening it (integrity check and open turns included) and answering
+    /// a first read.
     pub startup_seconds: f64,
     pub idle_sessions: u64,
     /// Resident memory after opening and listing every session, over the
@@ -114,6 +115,10 @@ pub async fn run(args: &SessionsArgs) -> Result<SessionsReport> {
     fill(&startup_db, 1000, args.startup_events / 1000).await?;
     let started = Instant::now();
     let store = SessionStore::open(&startup_db)?;
+    // As the head starts: the turns a stopped head left open are ended.
+    store
+        .end_interrupted_turns(superfluid_head::api::sessions::bodies::interrupted)
+        .await?;
     store.list(None, 1).await?;
     let startup_seconds = started.elapsed().as_secs_f64();
     drop(store);

@@ -64,8 +64,9 @@ impl SessionStore {
         let shared = Arc::new(Shared {
             path: path.to_owned(),
             stopped: OnceLock::new(),
+            conn: std::sync::Mutex::new(conn),
         });
-        let jobs = writer::spawn(conn, shared.clone()).map_err(|e| SessionError::Stopped {
+        let jobs = writer::spawn(shared.clone()).map_err(|e| SessionError::Stopped {
             path: path.to_owned(),
             reason: format!("the writer thread could not start: {e}"),
         })?;
@@ -97,8 +98,15 @@ impl SessionStore {
         let (reply, answer) = oneshot::channel();
         let hot = self.hot.clone();
         let limits = self.limits;
+        if self.shared.stopped.get().is_some() {
+            return Err(self.shared.stopped_error());
+        }
         let job = writer::job(move |db| f(db, &hot, &limits), reply);
-        if self.jobs.send(job).await.is_err() {
+        let queued = match writer::try_inline(&self.shared, &self.jobs, job) {
+            Ok(()) => Ok(()),
+            Err(job) => self.jobs.send(job).await,
+        };
+        if queued.is_err() {
             return Err(self.shared.stopped_error());
         }
         answer
