@@ -106,3 +106,34 @@ async fn small_limits_set_by_flag_refuse_with_what_the_limit_is_and_how_to_chang
     assert_eq!(again.status, 201, "{}", again.body);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_session_store_refuses_with_507_and_writes_nothing() {
+    let dir = temp_dir("sessions-full");
+    // Smaller than the empty database itself: every new session is refused.
+    let server = serve(&dir, &["--session-max-total-bytes", "1024"]);
+    let refused = post(&server, "/v1/sessions", &json!({"model": MODEL})).await;
+    assert_eq!(refused.status, 507, "{}", refused.body);
+    assert_eq!(code(&refused.body), "session_storage_full");
+    let message = error_message(&refused.body);
+    assert!(
+        message.contains("--session-max-total-bytes") && message.contains("purge sessions"),
+        "{message}"
+    );
+    let listed = get(&server, "/v1/sessions").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        listed.body["data"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        listed.body
+    );
+    let response = post(
+        &server,
+        "/v1/responses",
+        &json!({"model": MODEL, "input": "hi"}),
+    )
+    .await;
+    assert_eq!(response.status, 507, "{}", response.body);
+    let _ = std::fs::remove_dir_all(&dir);
+}
