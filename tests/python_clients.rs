@@ -22,37 +22,51 @@ pub fn venv_python() -> PathBuf {
     PathBuf::from(home).join("venv/bin/python")
 }
 
-/// Runs tests/python/openai_client.py against `base_url` (ending in /v1)
-/// with `key`; `cases` names the cases to run, all the default ones when
-/// empty.
-fn openai_client(base_url: &str, key: &str, cases: &[&str]) -> Ran {
+/// Runs tests/python/SCRIPT with the virtualenv's python against
+/// `base_url` (ending in /v1) and the default model, with `env` besides,
+/// and none of the settings a client would otherwise take from the
+/// environment (OpenAI's key and address, proxies); at most `limit`.
+pub fn python_script(script: &str, base_url: &str, env: &[(&str, &str)], limit: Duration) -> Ran {
     let python = venv_python();
     assert!(
         python.exists(),
-        "{} is missing: run scripts/setup, which installs the openai Python client there",
+        "{} is missing: run scripts/setup, which installs the Python clients there",
         python.display()
     );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_client.py");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
     let mut cmd = Command::new(&python);
-    cmd.arg(script)
+    cmd.arg(path)
         .env("SUPERFLUID_BASE_URL", base_url)
-        .env("SUPERFLUID_TEST_KEY", key)
         .env("SUPERFLUID_TEST_MODEL", MODEL)
-        // The client would otherwise read a key, address or proxy from here.
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL");
-    if !cases.is_empty() {
-        cmd.env("SUPERFLUID_TEST_CASES", cases.join(","));
+    for (name, value) in env {
+        cmd.env(name, value);
     }
     for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
         cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
     }
-    let ran = run_cmd("openai_client.py", cmd, Duration::from_secs(180))
-        .expect("running the openai client script");
+    run_cmd(script, cmd, limit).unwrap_or_else(|e| panic!("running {script}: {e}"))
+}
+
+/// [`python_script`], asserting that each of `cases` printed `ok CASE` and
+/// that the script succeeded.
+pub fn python_cases(
+    script: &str,
+    base_url: &str,
+    env: &[(&str, &str)],
+    cases: &[&str],
+    limit: Duration,
+) -> Ran {
+    let ran = python_script(script, base_url, env, limit);
+    assert_passed(&ran, cases);
     assert!(ran.status.success(), "{}", ran.describe());
     ran
 }
 
+/// Asserts that each of `cases` printed `ok CASE`.
 fn assert_passed(ran: &Ran, cases: &[&str]) {
     for case in cases {
         assert!(
@@ -61,6 +75,20 @@ fn assert_passed(ran: &Ran, cases: &[&str]) {
             ran.describe()
         );
     }
+}
+
+/// Runs tests/python/openai_client.py against `base_url` (ending in /v1)
+/// with `key`; `cases` names the cases to run, all the default ones when
+/// empty.
+fn openai_client(base_url: &str, key: &str, cases: &[&str]) -> Ran {
+    let named = cases.join(",");
+    let mut env = vec![("SUPERFLUID_TEST_KEY", key)];
+    if !cases.is_empty() {
+        env.push(("SUPERFLUID_TEST_CASES", named.as_str()));
+    }
+    let ran = python_script("openai_client.py", base_url, &env, Duration::from_secs(180));
+    assert!(ran.status.success(), "{}", ran.describe());
+    ran
 }
 
 #[tokio::test]

@@ -5,12 +5,10 @@
 //! items, deleted, `store=False`, refused fields, `max_output_tokens`; and
 //! function tools (tests/python/openai_responses_tools.py).
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
-use crate::fleet_support::{run_cmd, serial, TempDir};
-use crate::python_clients::venv_python;
+use crate::fleet_support::{serial, TempDir};
+use crate::python_clients::python_cases;
 use crate::support::{Server, MODEL};
 use serde_json::{json, Value};
 
@@ -23,41 +21,21 @@ async fn the_openai_python_client_stores_continues_streams_and_deletes_responses
     let data_dir = dir.arg();
     let server = Server::start(&["--api-key", KEY, "--data-dir", &data_dir])
         .expect("starting superfluid serve");
-    let python = venv_python();
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup, which installs the openai Python client there",
-        python.display()
+    python_cases(
+        "openai_responses.py",
+        &server.url("/v1"),
+        &[("SUPERFLUID_TEST_KEY", KEY)],
+        &[
+            "stored_response_is_continued_with_previous_response_id",
+            "streamed_response_events_arrive_in_order_and_text_assembles",
+            "stream_helper_accumulates_the_response",
+            "retrieve_then_delete_then_404",
+            "unstored_response_is_not_kept",
+            "unsupported_fields_are_refused_by_name",
+            "max_output_tokens_cuts_an_incomplete_response",
+        ],
+        Duration::from_secs(300),
     );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_responses.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(script)
-        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
-        .env("SUPERFLUID_TEST_KEY", KEY)
-        .env("SUPERFLUID_TEST_MODEL", MODEL)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL");
-    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
-    }
-    let ran = run_cmd("openai_responses.py", cmd, Duration::from_secs(300))
-        .expect("running the responses script");
-    assert!(ran.status.success(), "{}", ran.describe());
-    for case in [
-        "stored_response_is_continued_with_previous_response_id",
-        "streamed_response_events_arrive_in_order_and_text_assembles",
-        "stream_helper_accumulates_the_response",
-        "retrieve_then_delete_then_404",
-        "unstored_response_is_not_kept",
-        "unsupported_fields_are_refused_by_name",
-        "max_output_tokens_cuts_an_incomplete_response",
-    ] {
-        assert!(
-            ran.stdout.contains(&format!("ok {case}\n")),
-            "{case} did not pass: {}",
-            ran.describe()
-        );
-    }
 }
 
 #[tokio::test]
@@ -67,37 +45,21 @@ async fn the_openai_python_client_calls_function_tools_through_responses() {
     let data_dir = dir.arg();
     let server = Server::start(&["--api-key", KEY, "--data-dir", &data_dir])
         .expect("starting superfluid serve");
-    let python = venv_python();
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_responses_tools.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(script)
-        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
-        .env("SUPERFLUID_TEST_KEY", KEY)
-        .env("SUPERFLUID_TEST_MODEL", MODEL)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL");
-    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
-    }
-    let ran = run_cmd("openai_responses_tools.py", cmd, Duration::from_secs(300))
-        .expect("running the responses tools script");
-    for case in [
-        "named_tool_choice_returns_a_function_call_with_valid_arguments",
-        "required_returns_a_call",
-        "the_calls_output_gets_a_text_answer_with_previous_response_id",
-        "the_whole_item_list_with_call_and_output_gets_a_text_answer",
-        "streamed_call_deltas_assemble_to_its_arguments",
-        "tool_choice_none_gets_text",
-        "a_bad_function_gets_a_400_naming_the_field",
-    ] {
-        assert!(
-            ran.stdout.contains(&format!("ok {case}\n")),
-            "{case} did not pass: {}",
-            ran.describe()
-        );
-    }
-    assert!(ran.status.success(), "{}", ran.describe());
+    python_cases(
+        "openai_responses_tools.py",
+        &server.url("/v1"),
+        &[("SUPERFLUID_TEST_KEY", KEY)],
+        &[
+            "named_tool_choice_returns_a_function_call_with_valid_arguments",
+            "required_returns_a_call",
+            "the_calls_output_gets_a_text_answer_with_previous_response_id",
+            "the_whole_item_list_with_call_and_output_gets_a_text_answer",
+            "streamed_call_deltas_assemble_to_its_arguments",
+            "tool_choice_none_gets_text",
+            "a_bad_function_gets_a_400_naming_the_field",
+        ],
+        Duration::from_secs(300),
+    );
 }
 
 #[tokio::test]

@@ -5,54 +5,33 @@
 //! prompt once, the legacy completions shape, and 400s naming the field out
 //! of range.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::fleet_support::{run_cmd, serial};
-use crate::python_clients::venv_python;
+use crate::fleet_support::serial;
+use crate::python_clients::python_cases;
 use crate::scrape::{parse, sum};
 use crate::support::{chat, Server, MODEL};
 
 #[tokio::test]
 async fn the_openai_python_client_reads_logprobs_and_n_choices() {
-    let python = venv_python();
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup, which installs the openai Python client there",
-        python.display()
-    );
     let _serial = serial().await;
     let server = Server::start(&[]).expect("starting superfluid serve");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_logprobs.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(script)
-        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
-        .env("SUPERFLUID_TEST_MODEL", MODEL)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL");
-    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
-    }
-    let ran = run_cmd("openai_logprobs.py", cmd, Duration::from_secs(400))
-        .expect("running the openai logprobs script");
-    for case in [
-        "chat_logprobs_are_real_sorted_and_the_greedy_token_is_the_top_one",
-        "streamed_logprobs_concatenate_to_the_text",
-        "n_gives_indexed_choices_with_summed_usage",
-        "seeded_n_is_reproducible_whole_and_streamed",
-        "legacy_completions_logprobs_shape",
-        "out_of_range_is_a_400_naming_the_field",
-    ] {
-        assert!(
-            ran.stdout.contains(&format!("ok {case}\n")),
-            "{case} did not pass: {}",
-            ran.describe()
-        );
-    }
-    assert!(ran.status.success(), "{}", ran.describe());
+    python_cases(
+        "openai_logprobs.py",
+        &server.url("/v1"),
+        &[],
+        &[
+            "chat_logprobs_are_real_sorted_and_the_greedy_token_is_the_top_one",
+            "streamed_logprobs_concatenate_to_the_text",
+            "n_gives_indexed_choices_with_summed_usage",
+            "seeded_n_is_reproducible_whole_and_streamed",
+            "legacy_completions_logprobs_shape",
+            "out_of_range_is_a_400_naming_the_field",
+        ],
+        Duration::from_secs(400),
+    );
 }
 
 #[tokio::test]

@@ -3,54 +3,33 @@
 //! required calls whose arguments validate against their schemas, `auto`,
 //! streamed deltas, a tool's result on the next turn, `none`, and refusals.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::fleet_support::{run_cmd, serial};
-use crate::python_clients::venv_python;
+use crate::fleet_support::serial;
+use crate::python_clients::python_cases;
 use crate::support::{chat, Server, MODEL};
 
 #[tokio::test]
 async fn the_openai_python_client_calls_tools() {
-    let python = venv_python();
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup, which installs the openai and jsonschema Python packages there",
-        python.display()
-    );
     let _serial = serial().await;
     let server = Server::start(&["--ctx", "2048"]).expect("starting superfluid serve");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_tools.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(script)
-        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
-        .env("SUPERFLUID_TEST_MODEL", MODEL)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL");
-    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
-    }
-    let ran = run_cmd("openai_tools.py", cmd, Duration::from_secs(400))
-        .expect("running the openai tools script");
-    for case in [
-        "named_tool_choice_returns_that_function_with_valid_arguments",
-        "required_returns_a_call",
-        "auto_returns_text_or_a_call",
-        "streamed_tool_call_deltas_assemble_to_valid_json",
-        "a_tool_result_on_the_next_turn_gets_a_text_answer",
-        "tool_choice_none_gets_no_call",
-        "bad_tools_get_a_400_naming_the_field",
-    ] {
-        assert!(
-            ran.stdout.contains(&format!("ok {case}\n")),
-            "{case} did not pass: {}",
-            ran.describe()
-        );
-    }
-    assert!(ran.status.success(), "{}", ran.describe());
+    python_cases(
+        "openai_tools.py",
+        &server.url("/v1"),
+        &[],
+        &[
+            "named_tool_choice_returns_that_function_with_valid_arguments",
+            "required_returns_a_call",
+            "auto_returns_text_or_a_call",
+            "streamed_tool_call_deltas_assemble_to_valid_json",
+            "a_tool_result_on_the_next_turn_gets_a_text_answer",
+            "tool_choice_none_gets_no_call",
+            "bad_tools_get_a_400_naming_the_field",
+        ],
+        Duration::from_secs(400),
+    );
 }
 
 #[tokio::test]
