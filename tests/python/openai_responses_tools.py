@@ -13,10 +13,11 @@ SUPERFLUID_TEST_MODEL from the environment. Each case prints `ok NAME` or
 import json
 import os
 import sys
-import traceback
 
 import jsonschema
 import openai
+
+import cases
 
 BASE_URL = os.environ["SUPERFLUID_BASE_URL"]
 KEY = os.environ["SUPERFLUID_TEST_KEY"]
@@ -166,19 +167,5 @@ CASES = [
 ]
 
 
-def main():
-    print(f"openai {openai.__version__} against {BASE_URL}")
-    failed = 0
-    for case in CASES:
-        try:
-            case()
-        except Exception:
-            failed += 1
-            print(f"FAIL {case.__name__}:\n{traceback.format_exc()}")
-        else:
-            print(f"ok {case.__name__}")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cases.run(CASES, f"openai {openai.__version__} against {BASE_URL}"))

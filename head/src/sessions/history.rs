@@ -37,6 +37,9 @@ pub(super) struct Segment {
     pub hi: i64,
 }
 
+/// An event's columns as read: `id, seq, kind, body, created_ms`.
+pub(super) type EventRow = (i64, i64, String, String, i64);
+
 pub(super) const SESSION_COLUMNS: &str =
     "id, parent, fork_at, base_seq, created_ms, title, tags, archived, version";
 
@@ -219,22 +222,29 @@ impl Db<'_> {
                 )
                 .map_err(|e| self.err(e))?;
             for found in rows {
-                let (id, seq, kind, body, created_ms) = found.map_err(|e| self.err(e))?;
-                let kind = EventKind::parse(&kind)
-                    .ok_or_else(|| self.bad_row(format!("event {id} has kind {kind:?}")))?;
-                let body = serde_json::from_str(&body)
-                    .map_err(|e| self.bad_row(format!("event {id} body: {e}")))?;
-                out.push(Event {
-                    id: EventId(id),
-                    session: segment.session,
-                    seq,
-                    kind,
-                    body,
-                    created_ms,
-                });
+                let row = found.map_err(|e| self.err(e))?;
+                out.push(self.event(segment.session, row)?);
             }
         }
         Ok(out)
+    }
+
+    /// An event of `session` from its row's columns (`id, seq, kind, body,
+    /// created_ms`); a row that does not read is [`SessionError::BadRow`].
+    pub fn event(&self, session: SessionId, row: EventRow) -> Result<Event, SessionError> {
+        let (id, seq, kind, body, created_ms) = row;
+        let kind = EventKind::parse(&kind)
+            .ok_or_else(|| self.bad_row(format!("event {id} has kind {kind:?}")))?;
+        let body = serde_json::from_str(&body)
+            .map_err(|e| self.bad_row(format!("event {id} body: {e}")))?;
+        Ok(Event {
+            id: EventId(id),
+            session,
+            seq,
+            kind,
+            body,
+            created_ms,
+        })
     }
 }
 

@@ -13,7 +13,7 @@ use super::error::SessionError;
 use super::history::Db;
 use super::ops::insert_event;
 use super::store::SessionStore;
-use super::types::{Event, EventId, EventKind, SessionId};
+use super::types::{Event, EventKind, SessionId};
 
 /// The most trailing events read of an open turn (its input messages and
 /// its prompt); a turn's input is written in one change, so far fewer.
@@ -97,27 +97,16 @@ fn open_turn(db: Db<'_>, session: SessionId) -> Result<Vec<Event>, SessionError>
         .map_err(|e| db.err(e))?;
     let mut turn = Vec::new();
     for row in rows {
-        let (id, seq, kind, body, created_ms) = row.map_err(|e| db.err(e))?;
-        let kind = EventKind::parse(&kind)
-            .ok_or_else(|| db.bad_row(format!("event {id} has kind {kind:?}")))?;
+        let event = db.event(session, row.map_err(|e| db.err(e))?)?;
         let wanted = if turn.is_empty() {
-            kind == EventKind::GenerationPrompt
+            event.kind == EventKind::GenerationPrompt
         } else {
-            kind == EventKind::Message
+            event.kind == EventKind::Message
         };
         if !wanted {
             break;
         }
-        let body =
-            serde_json::from_str(&body).map_err(|e| db.bad_row(format!("event {id} body: {e}")))?;
-        turn.push(Event {
-            id: EventId(id),
-            session,
-            seq,
-            kind,
-            body,
-            created_ms,
-        });
+        turn.push(event);
     }
     turn.reverse();
     Ok(turn)

@@ -1,0 +1,28 @@
+"""Runs a test script's cases: each prints `ok NAME` or `FAIL NAME: why`,
+and the script exits non-zero when any failed. SUPERFLUID_TEST_CASES
+(comma-separated names) runs only those cases."""
+
+import os
+import traceback
+
+
+def run(cases, banner):
+    print(banner)
+    named = os.environ.get("SUPERFLUID_TEST_CASES")
+    if named:
+        wanted = named.split(",")
+        missing = set(wanted) - {case.__name__ for case in cases}
+        if missing:
+            print(f"FAIL no such case: {sorted(missing)}")
+            return 1
+        cases = [case for case in cases if case.__name__ in wanted]
+    failed = 0
+    for case in cases:
+        try:
+            case()
+        except Exception:
+            failed += 1
+            print(f"FAIL {case.__name__}:\n{traceback.format_exc()}")
+        else:
+            print(f"ok {case.__name__}")
+    return 1 if failed else 0
