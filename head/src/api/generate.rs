@@ -8,7 +8,7 @@ use super::types::Params;
 use super::{ApiError, AppState};
 use crate::codec::{Detokenizer, ModelCodec, StopMatcher};
 use crate::fleet::{FleetError, RemoteGeneration};
-use failover::{Cause, Relay, Stuck, Watchdog};
+use failover::{Cause, Relay, Watchdog};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,6 +17,7 @@ use timing::Timing;
 use tracing::Span;
 
 mod failover;
+mod moving;
 mod timing;
 pub mod transcript;
 
@@ -377,66 +378,6 @@ impl Generation {
         self.detok.finish();
         self.log_end();
         Some(self.stop.finish()).filter(|rest| !rest.is_empty())
-    }
-
-    /// After the node was given up for `cause` (`lost` says how), moves the
-    /// generation to another node: `Ok(None)` to read on from there,
-    /// `Ok(Some(step))` when every token asked for had come and only the
-    /// end was lost, or the error to answer with.
-    async fn move_on(&mut self, cause: Cause, lost: FleetError) -> Result<Option<Step>, ApiError> {
-        self.remote = None;
-        let Some(relay) = self.relay.as_mut() else {
-            self.timing.end();
-            return Err(lost.into());
-        };
-        let moved = relay.move_on(&self.generated, lost).await;
-        let entered = self.span.enter();
-        match moved {
-            Ok(remote) => {
-                let metrics = relay.fleet().metrics();
-                let detection = self.last_event.elapsed().as_secs_f64();
-                metrics.failover.record_move(cause.as_str(), detection);
-                if self.generated.is_empty() {
-                    metrics.record_retried();
-                } else {
-                    self.gap_from = Some(self.last_event);
-                }
-                tracing::warn!(
-                    cause = cause.as_str(),
-                    from = %self.node,
-                    to = %remote.node_name,
-                    generated = self.generated.len(),
-                    "moved the generation to another node"
-                );
-                self.node = remote.node_name.clone();
-                self.span.record("node", self.node.as_str());
-                self.remote = Some(Box::new(remote));
-                self.watchdog.restart();
-                self.last_event = Instant::now();
-                Ok(None)
-            }
-            Err(Stuck::Complete) => {
-                drop(entered);
-                let rest = self.end_with(FinishReason::Length);
-                Ok(Some(
-                    rest.map_or(Step::Done(FinishReason::Length), Step::Text),
-                ))
-            }
-            Err(Stuck::Failed(error)) => {
-                tracing::warn!(cause = cause.as_str(), %error, "lost the node, and no other node took the generation over");
-                self.timing.end();
-                Err(error.into())
-            }
-        }
-    }
-
-    /// Observes the gap a move made in the client's stream, at the first
-    /// token after it.
-    fn end_gap(&mut self) {
-        if let (Some(from), Some(relay)) = (self.gap_from.take(), self.relay.as_ref()) {
-            let gap = from.elapsed().as_secs_f64();
-            relay.fleet().metrics().failover.gap.observe(gap);
-        }
     }
 
     fn first_token(&mut self) {
