@@ -11,8 +11,10 @@ use crate::schedule::{Backend, BackendError, Fed};
 /// Each slot's tokens as they will be cached once prefilled.
 pub type Resident = Arc<Mutex<Vec<Vec<u32>>>>;
 
-/// Size of the fake vocabulary tokens are drawn from.
-pub const VOCAB: u32 = 32_000;
+/// Size of the fake vocabulary tokens are drawn from: the default model's
+/// (SmolLM2's 49,152), so a head that tokenizes with the real model can
+/// send fake nodes any prompt it makes.
+pub const VOCAB: u32 = 49_152;
 
 /// Computes nothing; shows each slot's tokens in `resident`.
 pub struct FakeBackend {
