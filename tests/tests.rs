@@ -43,6 +43,7 @@ mod sessions_api;
 mod sessions_corruption;
 mod sessions_crash;
 mod sessions_limits;
+mod sessions_tools;
 mod status_page;
 mod stop_support;
 mod top;

@@ -16,7 +16,7 @@ pub struct CreateBody {
     pub model: Option<String>,
     /// The system prompt.
     pub system: Option<String>,
-    /// Tools the model may call (not run in sessions yet: refused unless empty).
+    /// Function tools the model may call, in chat completions' shape.
     pub tools: Option<Value>,
     /// Generation settings for every generation (see [`super::params`]).
     pub params: Option<Map<String, Value>>,
@@ -30,10 +30,13 @@ pub struct CreateBody {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MessageBody {
-    /// `user`, `assistant` or `system`.
+    /// `user`, `assistant`, `system` or `tool`.
     pub role: String,
     /// The message's text.
     pub content: String,
+    /// The call a `tool` message answers (the `id` of one of the
+    /// `tool_calls` of a `generated` event).
+    pub tool_call_id: Option<String>,
 }
 
 /// `POST /v1/sessions/{id}/generate`.
@@ -45,6 +48,9 @@ pub struct GenerateBody {
     pub stream: bool,
     /// Settings for this generation only, over the session's.
     pub params: Option<Map<String, Value>>,
+    /// Whether and which of the session's tools the model must call, as
+    /// on chat completions (`auto` when left out).
+    pub tool_choice: Option<Value>,
 }
 
 /// `POST /v1/sessions/{id}/fork` and `/trim`.

@@ -18,7 +18,7 @@ const EVENTS_DEFAULT: i64 = 100;
 const EVENTS_MAX: i64 = 1000;
 
 /// The roles a client's message may have.
-const ROLES: &[&str] = &["user", "assistant", "system"];
+const ROLES: &[&str] = &["user", "assistant", "system", "tool"];
 
 /// `POST /v1/sessions/{id}/messages` `{"role", "content"}`: the committed
 /// event; 409 while the session generates.
@@ -35,13 +35,24 @@ pub async fn append_message(
             format!("unknown role {:?}; use {}", body.role, ROLES.join(", ")),
         ));
     }
-    let event = store
-        .append(
-            id,
-            EventKind::Message,
-            json!({"role": body.role, "content": body.content}),
-        )
-        .await?;
+    let mut message = json!({"role": body.role, "content": body.content});
+    match (body.role.as_str(), body.tool_call_id) {
+        ("tool", Some(call)) => message["tool_call_id"] = json!(call),
+        ("tool", None) => {
+            return Err(ApiError::param(
+                "tool_call_id",
+                "a `tool` message needs `tool_call_id`: the id of the call it answers, from the `tool_calls` of the session's last `generated` event",
+            ))
+        }
+        (_, Some(_)) => {
+            return Err(ApiError::param(
+                "tool_call_id",
+                "only a `tool` message takes `tool_call_id`; leave it out, or send the result with role `tool`",
+            ))
+        }
+        (_, None) => {}
+    }
+    let event = store.append(id, EventKind::Message, message).await?;
     Ok((StatusCode::CREATED, Json(event)))
 }
 

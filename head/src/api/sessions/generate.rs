@@ -27,6 +27,11 @@ use super::super::handlers::{next_request_id, request_span, tokenize};
 use super::super::output::Step;
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
+use super::super::responses::tools::split_answer;
+use super::super::tools::grammar;
+use super::super::tools::prompt::with_tools;
+use super::super::tools::split::{CallSplitter, Ending};
+use super::super::tools::ToolSet;
 use super::super::{ApiError, AppState, NODE_HEADER};
 use super::bodies::{self, GenerateBody};
 use super::{history, params, session_id, store};
@@ -66,6 +71,8 @@ pub async fn generate(
         let len = events.last().map_or(0, |e| e.seq);
         store.limits().check_events(Some(id), len, 1, 1)?;
         let conversation = history::conversation(id, &events)?;
+        let tools =
+            ToolSet::from_request(Some(&conversation.tools), body.tool_choice.as_ref(), None)?;
         let settings = params::merged(&conversation.params, body.params.as_ref());
         let req = params::request(&conversation.model, conversation.messages, &settings)?;
         let admission = Admission {
@@ -74,8 +81,20 @@ pub async fn generate(
             caller: caller.as_ref(),
         };
         let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
-        let messages = req.chat_messages()?;
-        let gen_params = req.params()?;
+        let mut messages = req.chat_messages()?;
+        let mut gen_params = req.params()?;
+        if let Some(set) = &tools {
+            messages = with_tools(messages, set);
+            if let Some(constraint) = grammar::constraint(set)? {
+                if gen_params.constraint.is_some() {
+                    return Err(ApiError::param(
+                        "tool_choice",
+                        "a `tool_choice` that requires a call cannot be combined with the session's `response_format`; send one or the other",
+                    ));
+                }
+                gen_params.constraint = Some(constraint);
+            }
+        }
         let text = codec.render_chat(&messages)?;
         let prompt = tokenize(&codec, text).await?;
         let generation = admission
@@ -92,7 +111,12 @@ pub async fn generate(
             .await?;
         let node = generation.node.clone();
         let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(drive(store, guard, generation, prompt_event, tx));
+        let turn = Turn {
+            store,
+            guard,
+            tools: tools.filter(ToolSet::offered),
+        };
+        tokio::spawn(drive(turn, generation, prompt_event, tx));
         let mut response = if body.stream {
             Sse::new(sse(rx))
                 .keep_alive(KeepAlive::default())
@@ -108,23 +132,43 @@ pub async fn generate(
     request_log::logged(span, work).await
 }
 
-/// Runs the generation to its end and commits its reply, telling `tx`
-/// (while anyone listens) what happens.
-async fn drive(
+/// A generation's hold on its session, and the tools it offers.
+struct Turn {
     store: SessionStore,
     guard: GenerationGuard,
+    tools: Option<ToolSet>,
+}
+
+/// Runs the generation to its end and commits its reply, telling `tx`
+/// (while anyone listens) what happens. With tools offered, text that may
+/// start a call is held back from the deltas, and the calls the model made
+/// are the `tool_calls` of the `generated` event.
+async fn drive(
+    turn: Turn,
     mut generation: Generation,
     prompt_event: Event,
     tx: mpsc::Sender<Progress>,
 ) {
+    let Turn {
+        store,
+        guard,
+        tools,
+    } = turn;
     let prompt_id = prompt_event.id;
     let _ = tx.send(Progress::Committed(prompt_event)).await;
     let mut text = String::new();
+    let mut splitter = CallSplitter::default();
     let finish = loop {
         match generation.next().await {
             Ok(Step::Text(piece)) => {
                 text.push_str(&piece);
-                let _ = tx.send(Progress::Text(piece)).await;
+                let piece = match tools {
+                    Some(_) => splitter.text(&piece),
+                    None => piece,
+                };
+                if !piece.is_empty() {
+                    let _ = tx.send(Progress::Text(piece)).await;
+                }
             }
             Ok(Step::Done(finish)) => break finish,
             Err(err) => {
@@ -149,7 +193,31 @@ async fn drive(
         }
     };
     let usage = generation.usage();
-    let mut body = bodies::generated(&text, finish, &usage);
+    let (content, calls) = split_answer(&text, tools.as_ref());
+    if let (Some(set), true) = (&tools, calls.is_empty()) {
+        // Held back as a possible call, but text after all.
+        if let Ending::Text(rest) = splitter.finish(set) {
+            if !rest.is_empty() {
+                let _ = tx.send(Progress::Text(rest)).await;
+            }
+        }
+    }
+    let mut body = bodies::generated(&content, finish, &usage);
+    if !calls.is_empty() {
+        let calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| {
+                json!({
+                    "id": format!("call_{}_{i}", prompt_id.0),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                })
+            })
+            .collect();
+        body["tool_calls"] = json!(calls);
+        body["finish_reason"] = json!("tool_calls");
+    }
     body["node"] = json!(generation.node);
     drop(generation);
     let committed = store

@@ -19,6 +19,8 @@ pub struct Conversation {
     pub params: Map<String, Value>,
     /// The chat messages, oldest first.
     pub messages: Vec<Value>,
+    /// The function tools the session offers (chat completions' shape).
+    pub tools: Value,
 }
 
 /// Every event of `session`'s history, oldest first.
@@ -75,10 +77,13 @@ pub fn conversation(session: SessionId, events: &[Event]) -> Result<Conversation
                 }
                 messages.push((event.id, message));
             }
-            EventKind::Generated => messages.push((
-                event.id,
-                json!({"role": "assistant", "content": event.body["content"]}),
-            )),
+            EventKind::Generated => {
+                let mut message = json!({"role": "assistant", "content": event.body["content"]});
+                if let Some(calls) = event.body.get("tool_calls") {
+                    message["tool_calls"] = calls.clone();
+                }
+                messages.push((event.id, message));
+            }
             // A failed turn is left out: its messages from the event it
             // names on (its prompt, or a response's input).
             EventKind::GenerationFailed => {
@@ -100,6 +105,7 @@ pub fn conversation(session: SessionId, events: &[Event]) -> Result<Conversation
         model,
         params,
         messages: messages.into_iter().map(|(_, m)| m).collect(),
+        tools: created.body["tools"].clone(),
     })
 }
 

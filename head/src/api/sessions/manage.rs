@@ -56,16 +56,13 @@ pub async fn create(
     let store = store(&state)?;
     let settings = body.params.unwrap_or_default();
     params::check_keys(&settings)?;
-    if body
+    // Checked as chat completions check them; kept as given.
+    crate::api::tools::ToolSet::from_request(body.tools.as_ref(), None, None)?;
+    let tools = body
         .tools
-        .as_ref()
-        .is_some_and(|t| !t.is_null() && t != &json!([]))
-    {
-        return Err(ApiError::param(
-            "tools",
-            "sessions do not run tools yet; create the session without `tools`, or use /v1/chat/completions with `tools` for tool calls",
-        ));
-    }
+        .clone()
+        .filter(|t| !t.is_null())
+        .unwrap_or_else(|| json!([]));
     // The model and settings are checked now, not at the first generation.
     let req: CompletionRequest = params::request(
         body.model.as_deref().unwrap_or_default(),
@@ -86,7 +83,7 @@ pub async fn create(
     let created = json!({
         "model": codec.id(),
         "system": body.system,
-        "tools": Value::Array(Vec::new()),
+        "tools": tools,
         "params": settings,
     });
     let meta = Meta {
