@@ -248,6 +248,46 @@ pub fn two_real_nodes() -> (Vec<TempDir>, Head, [&'static str; 2], Vec<Node>) {
     (dirs, head, names, nodes)
 }
 
+/// The answer `body` gets, streamed, when the node giving it is killed
+/// after its first 20 characters: the text before the kill, and the whole.
+pub(crate) async fn killed_midway(
+    head: &Head,
+    body: &Value,
+    names: &[&'static str],
+    nodes: &mut [Node],
+) -> (String, String) {
+    let mut response = head
+        .client
+        .post(head.url("/v1/completions"))
+        .json(body)
+        .timeout(Duration::from_secs(180))
+        .send()
+        .await
+        .expect("asking the head");
+    assert_eq!(response.status().as_u16(), 200);
+    let mut seen = String::new();
+    let started = Instant::now();
+    while parse_stream(&seen).0.chars().count() < 20 && started.elapsed() < Duration::from_secs(60)
+    {
+        let Some(chunk) = response.chunk().await.expect("reading the stream") else {
+            break;
+        };
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let before = parse_stream(&seen).0;
+    let victim = busy_node(head, names).expect("a node runs the generation");
+    nodes[victim].proc.kill();
+    let mut all = seen;
+    while let Some(chunk) = response.chunk().await.expect("reading the stream") {
+        all.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let (text, finishes, errors, done) = parse_stream(&all);
+    assert!(errors.is_empty(), "{errors:?}\n{all}");
+    assert!(done, "{all}");
+    assert_eq!(finishes.len(), 1, "{all}");
+    (before, text)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_node_killed_mid_answer_leaves_the_stream_to_finish_on_another() {
     let _serial = serial().await;
@@ -259,37 +299,9 @@ async fn a_real_node_killed_mid_answer_leaves_the_stream_to_finish_on_another() 
         "temperature": 0,
         "stream": true,
     });
-    let mut response = head
-        .client
-        .post(head.url("/v1/completions"))
-        .json(&body)
-        .timeout(Duration::from_secs(180))
-        .send()
-        .await
-        .expect("asking the head");
-    assert_eq!(response.status().as_u16(), 200);
     // Read until some text has come, then kill the node answering.
-    let mut seen = String::new();
-    let started = Instant::now();
-    while parse_stream(&seen).0.chars().count() < 20 && started.elapsed() < Duration::from_secs(60)
-    {
-        let Some(chunk) = response.chunk().await.expect("reading the stream") else {
-            break;
-        };
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let before = parse_stream(&seen).0;
-    assert!(!before.is_empty(), "no text within 60 s: {seen}");
-    let victim = busy_node(&head, &names).expect("a node runs the generation");
-    nodes[victim].proc.kill();
-    let mut all = seen;
-    while let Some(chunk) = response.chunk().await.expect("reading the stream") {
-        all.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let (text, finishes, errors, done) = parse_stream(&all);
-    assert!(errors.is_empty(), "{errors:?}\n{all}");
-    assert!(done, "{all}");
-    assert_eq!(finishes.len(), 1, "{all}");
+    let (before, text) = killed_midway(&head, &body, &names, &mut nodes).await;
+    assert!(!before.is_empty(), "no text within 60 s before the kill");
     assert!(
         text.starts_with(&before) && text.len() > before.len(),
         "the text before the kill must be a prefix of the whole: {before:?} / {text:?}"

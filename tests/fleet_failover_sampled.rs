@@ -4,53 +4,13 @@
 //! from the seed and the token's position in the answer, and replays the
 //! tokens generated so far through the grammar before going on.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::fleet_failover::{busy_node, parse_stream, two_real_nodes};
+use crate::fleet_failover::{killed_midway, two_real_nodes};
 use crate::fleet_support::{serial, Head, Node};
 use crate::support::MODEL;
-
-/// The answer `body` gets, streamed, when the node giving it is killed
-/// after its first 20 characters: the text before the kill, and the whole.
-async fn killed_midway(
-    head: &Head,
-    body: &Value,
-    names: &[&'static str],
-    nodes: &mut [Node],
-) -> (String, String) {
-    let mut response = head
-        .client
-        .post(head.url("/v1/completions"))
-        .json(body)
-        .timeout(Duration::from_secs(180))
-        .send()
-        .await
-        .expect("asking the head");
-    assert_eq!(response.status().as_u16(), 200);
-    let mut seen = String::new();
-    let started = Instant::now();
-    while parse_stream(&seen).0.chars().count() < 20 && started.elapsed() < Duration::from_secs(60)
-    {
-        let Some(chunk) = response.chunk().await.expect("reading the stream") else {
-            break;
-        };
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let before = parse_stream(&seen).0;
-    let victim = busy_node(head, names).expect("a node runs the generation");
-    nodes[victim].proc.kill();
-    let mut all = seen;
-    while let Some(chunk) = response.chunk().await.expect("reading the stream") {
-        all.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let (text, finishes, errors, done) = parse_stream(&all);
-    assert!(errors.is_empty(), "{errors:?}\n{all}");
-    assert!(done, "{all}");
-    assert_eq!(finishes.len(), 1, "{all}");
-    (before, text)
-}
 
 /// The text `body` gets with no node killed.
 async fn uninterrupted(head: &Head, body: &Value) -> String {

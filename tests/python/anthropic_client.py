@@ -8,9 +8,10 @@ and the script exits non-zero when any failed.
 
 import os
 import sys
-import traceback
 
 import anthropic
+
+import cases
 
 BASE_URL = os.environ["SUPERFLUID_BASE_URL"]
 KEY = os.environ["SUPERFLUID_TEST_KEY"]
@@ -169,19 +170,5 @@ CASES = [
 ]
 
 
-def main():
-    print(f"anthropic {anthropic.__version__} against {BASE_URL}")
-    failed = 0
-    for case in CASES:
-        try:
-            case()
-        except Exception:
-            failed += 1
-            print(f"FAIL {case.__name__}:\n{traceback.format_exc()}")
-        else:
-            print(f"ok {case.__name__}")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cases.run(CASES, f"anthropic {anthropic.__version__} against {BASE_URL}"))

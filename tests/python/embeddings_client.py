@@ -12,10 +12,11 @@ import math
 import os
 import struct
 import sys
-import traceback
 
 import ollama
 import openai
+
+import cases
 
 BASE_URL = os.environ["SUPERFLUID_BASE_URL"]
 OLLAMA_HOST = os.environ["SUPERFLUID_OLLAMA_HOST"]
@@ -160,17 +161,5 @@ CASES = [
 ]
 
 
-def main():
-    failed = 0
-    for case in CASES:
-        try:
-            case()
-            print(f"ok {case.__name__}", flush=True)
-        except Exception:
-            failed += 1
-            print(f"FAIL {case.__name__}: {traceback.format_exc()}", flush=True)
-    sys.exit(1 if failed else 0)
-
-
 if __name__ == "__main__":
-    main()
+    sys.exit(cases.run(CASES))

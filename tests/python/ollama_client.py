@@ -7,9 +7,10 @@ from the environment. Each case is a function named in CASES; each prints
 
 import os
 import sys
-import traceback
 
 import ollama
+
+import cases
 
 HOST = os.environ["SUPERFLUID_OLLAMA_HOST"]
 MODEL = os.environ["SUPERFLUID_TEST_MODEL"]
@@ -169,17 +170,5 @@ CASES = [
 ]
 
 
-def main():
-    failed = 0
-    for case in CASES:
-        try:
-            case()
-            print(f"ok {case.__name__}", flush=True)
-        except Exception:
-            failed += 1
-            print(f"FAIL {case.__name__}: {traceback.format_exc()}", flush=True)
-    sys.exit(1 if failed else 0)
-
-
 if __name__ == "__main__":
-    main()
+    sys.exit(cases.run(CASES))

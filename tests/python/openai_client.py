@@ -11,9 +11,10 @@ rate-limit case runs only when named, since it needs a key created with
 
 import os
 import sys
-import traceback
 
 import openai
+
+import cases
 
 BASE_URL = os.environ["SUPERFLUID_BASE_URL"]
 KEY = os.environ["SUPERFLUID_TEST_KEY"]
@@ -152,28 +153,5 @@ CASES = [
 NAMED_ONLY = [rate_limited_key_raises_rate_limit_error]
 
 
-def main():
-    print(f"openai {openai.__version__} against {BASE_URL}")
-    failed = 0
-    cases = CASES
-    named = os.environ.get("SUPERFLUID_TEST_CASES")
-    if named:
-        wanted = named.split(",")
-        cases = [case for case in CASES + NAMED_ONLY if case.__name__ in wanted]
-        missing = set(wanted) - {case.__name__ for case in cases}
-        if missing:
-            print(f"FAIL no such case: {sorted(missing)}")
-            return 1
-    for case in cases:
-        try:
-            case()
-        except Exception:
-            failed += 1
-            print(f"FAIL {case.__name__}:\n{traceback.format_exc()}")
-        else:
-            print(f"ok {case.__name__}")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cases.run(CASES, f"openai {openai.__version__} against {BASE_URL}", NAMED_ONLY))

@@ -8,9 +8,10 @@ exits non-zero when any failed.
 import math
 import os
 import sys
-import traceback
 
 import openai
+
+import cases
 
 BASE_URL = os.environ["SUPERFLUID_BASE_URL"]
 MODEL = os.environ["SUPERFLUID_TEST_MODEL"]
@@ -176,18 +177,5 @@ CASES = [
 ]
 
 
-def main():
-    failed = 0
-    for case in CASES:
-        try:
-            case()
-            print(f"ok {case.__name__}", flush=True)
-        except Exception as error:  # noqa: BLE001 - every failure is reported
-            failed += 1
-            print(f"FAIL {case.__name__}: {error!r}", flush=True)
-            traceback.print_exc()
-    sys.exit(1 if failed else 0)
-
-
 if __name__ == "__main__":
-    main()
+    sys.exit(cases.run(CASES))

@@ -312,3 +312,17 @@ async fn control_loop(
         }
     }
 }
+
+/// A listener for `fleet` on a free loopback port with a new identity,
+/// admitting every node: the head of the fleet's tests.
+#[cfg(test)]
+pub(crate) async fn loopback(fleet: Fleet) -> (LinkListener, Identity) {
+    let identity = Identity::generate().expect("a new identity");
+    let config = LinkListenConfig {
+        addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        identity: identity.clone(),
+        authorizer: std::sync::Arc::new(|_| true),
+    };
+    let listener = listen(fleet, config).await.expect("listening on loopback");
+    (listener, identity)
+}

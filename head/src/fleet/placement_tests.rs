@@ -47,20 +47,10 @@ struct Stub {
 }
 
 async fn head(config: PlacementConfig) -> (Fleet, LinkListener, Identity) {
-    let identity = Identity::generate().unwrap();
     let fleet = Fleet::new()
         .with_model_store(ModelStore::new(vec![file("m"), file("m2")]))
         .with_placement(config);
-    let listener = listen(
-        fleet.clone(),
-        LinkListenConfig {
-            addr: "127.0.0.1:0".parse().unwrap(),
-            identity: identity.clone(),
-            authorizer: Arc::new(|_| true),
-        },
-    )
-    .await
-    .unwrap();
+    let (listener, identity) = super::listen::loopback(fleet.clone()).await;
     (fleet, listener, identity)
 }
 
@@ -163,10 +153,11 @@ async fn joined(fleet: &Fleet, count: usize) {
     .await;
 }
 
-#[tokio::test]
-async fn a_model_no_node_has_loaded_is_loaded_on_a_node_and_then_served() {
-    let (fleet, listener, identity) = head(PlacementConfig::default()).await;
-    let mut node = stub(
+/// A head with `config` and one node, "a", serving "m" and loading what
+/// it is asked to, joined.
+async fn head_with_node_a(config: PlacementConfig) -> (Fleet, Stub) {
+    let (fleet, listener, identity) = head(config).await;
+    let node = stub(
         &listener,
         &identity,
         "a",
@@ -175,6 +166,12 @@ async fn a_model_no_node_has_loaded_is_loaded_on_a_node_and_then_served() {
     )
     .await;
     joined(&fleet, 1).await;
+    (fleet, node)
+}
+
+#[tokio::test]
+async fn a_model_no_node_has_loaded_is_loaded_on_a_node_and_then_served() {
+    let (fleet, mut node) = head_with_node_a(PlacementConfig::default()).await;
     assert_eq!(fleet.context_len("m2"), None);
     assert!(fleet.can_load("m2"));
     let ctx = tokio::time::timeout(Duration::from_secs(10), fleet.ready("m2"))
@@ -291,16 +288,7 @@ async fn a_model_idle_past_unload_after_is_unloaded() {
         load_timeout: Duration::from_secs(10),
         unload_after: Some(Duration::from_millis(50)),
     };
-    let (fleet, listener, identity) = head(config).await;
-    let mut node = stub(
-        &listener,
-        &identity,
-        "a",
-        vec![description(&file("m"))],
-        OnLoad::Load,
-    )
-    .await;
-    joined(&fleet, 1).await;
+    let (fleet, mut node) = head_with_node_a(config).await;
     assert_eq!(fleet.loaded_on("m"), vec!["a".to_owned()]);
     // Not idle yet: nothing is unloaded.
     fleet.unload_idle();

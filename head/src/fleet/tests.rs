@@ -24,14 +24,8 @@ struct Head {
 }
 
 async fn head() -> Head {
-    let identity = Identity::generate().unwrap();
     let fleet = Fleet::new();
-    let config = LinkListenConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        identity: identity.clone(),
-        authorizer: Arc::new(|_| true),
-    };
-    let listener = listen(fleet.clone(), config).await.unwrap();
+    let (listener, identity) = super::listen::loopback(fleet.clone()).await;
     Head {
         fleet,
         listener,

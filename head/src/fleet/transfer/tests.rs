@@ -50,9 +50,8 @@ fn files_are_found_by_hash_only() {
 
 mod over_link {
     use crate::fleet::model_store::{ModelFile, ModelStore};
-    use crate::fleet::{listen, Fleet, LinkListenConfig};
+    use crate::fleet::Fleet;
     use sha2::{Digest as _, Sha256};
-    use std::sync::Arc;
     use std::time::Duration;
     use superfluid_link::{client_endpoint, connect, quinn, read_frame, write_frame, Identity};
     use superfluid_proto::{
@@ -98,17 +97,7 @@ mod over_link {
             size: CONTENT.len() as u64,
             path,
         }]));
-        let identity = Identity::generate().unwrap();
-        let listener = listen(
-            fleet.clone(),
-            LinkListenConfig {
-                addr: "127.0.0.1:0".parse().unwrap(),
-                identity: identity.clone(),
-                authorizer: Arc::new(|_| true),
-            },
-        )
-        .await
-        .unwrap();
+        let (listener, identity) = crate::fleet::listen::loopback(fleet.clone()).await;
         let node = Identity::generate().unwrap();
         let endpoint = client_endpoint(listener.addr, &node, identity.fingerprint()).unwrap();
         let conn = within(connect(&endpoint, listener.addr)).await.unwrap();
