@@ -5,7 +5,8 @@ use serde_json::{json, Value};
 
 use super::super::generate::Usage;
 use super::super::output::FinishReason;
-use super::tools::{call_item, split_answer, Tools};
+use super::super::tools::parse::split_answer;
+use super::tools::{call_item, Tools};
 
 /// Where a response stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

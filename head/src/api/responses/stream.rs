@@ -24,10 +24,11 @@ use futures::stream;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::super::tools::parse::split_answer;
 use super::super::tools::split::{pieces, CallSplitter, ARGUMENT_PIECE};
 use super::drive::{finished, Progress};
 use super::reply::{output_text, ResponseView, Status};
-use super::tools::{call_item, split_answer};
+use super::tools::call_item;
 
 /// Where the stream stands.
 struct State {

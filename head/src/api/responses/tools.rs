@@ -8,7 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::super::tools::parse::{parse, ParsedCall};
+use super::super::tools::parse::ParsedCall;
 use super::super::tools::ToolSet;
 use super::super::ApiError;
 
@@ -189,15 +189,6 @@ pub fn input_output(item: &Value, i: usize) -> Result<(String, String), ApiError
         Some(other) => other.to_string(),
     };
     Ok((call_id.to_owned(), output))
-}
-
-/// The answer split into its text and its calls: all text when no tool was
-/// offered or the text holds no readable call.
-pub fn split_answer(text: &str, tools: Option<&ToolSet>) -> (String, Vec<ParsedCall>) {
-    match tools.and_then(|t| parse(text, t)) {
-        Some(parsed) => (parsed.content.unwrap_or_default(), parsed.calls),
-        None => (text.to_owned(), Vec::new()),
-    }
 }
 
 /// The `function_call` output item of the `index`th call of response `id`.

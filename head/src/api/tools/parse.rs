@@ -64,6 +64,15 @@ pub fn parse(text: &str, tools: &ToolSet) -> Option<Parsed> {
     })
 }
 
+/// The answer split into its text and its calls: all text when no tool was
+/// offered or the text holds no readable call.
+pub fn split_answer(text: &str, tools: Option<&ToolSet>) -> (String, Vec<ParsedCall>) {
+    match tools.and_then(|t| parse(text, t)) {
+        Some(parsed) => (parsed.content.unwrap_or_default(), parsed.calls),
+        None => (text.to_owned(), Vec::new()),
+    }
+}
+
 /// One call's JSON.
 fn call(body: &str, tools: &ToolSet) -> Option<ParsedCall> {
     let value: Value = serde_json::from_str(body.trim()).ok()?;
