@@ -109,8 +109,43 @@ async fn a_bare_node_fetches_the_heads_model_and_serves() -> Result<()> {
         "the node should say it fetches the model: {log}"
     );
     ensure!(
+        log.contains("fetching over the head's transfer port (TLS over TCP)"),
+        "the node should fetch over the head's transfer port: {log}"
+    );
+    ensure!(
         !log.contains("scripts/setup"),
         "a node with a head to fetch from must not ask for scripts/setup: {log}"
+    );
+    assert_serves_the_heads_model(&head, home.path(), &sha256).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_fetches_over_quic_where_the_transfer_port_is_closed() -> Result<()> {
+    let _serial = serial().await;
+    // A TCP socket bound but not listening: the head cannot take the port
+    // number on TCP, and a node's connection to it is refused, as behind a
+    // firewall that opens Link F's UDP port only.
+    let taken = tokio::net::TcpSocket::new_v4()?;
+    taken.bind("127.0.0.1:0".parse()?)?;
+    let link = format!("127.0.0.1:{}", taken.local_addr()?.port());
+    let dir = TempDir::new("quic-fetch-head");
+    let head = Head::start(dir.path(), &["--link", &link])?;
+    let tok = token(&head, &[])?;
+    let sha256 = sha256_file(Path::new(&model_path())).context("hashing the head's model")?;
+    let home = TempDir::new("quic-fetch-bare");
+    let mut node = bare_join(&tok, home.path(), "quic")?;
+    wait_serving(&mut node, &head)?;
+    let log = node.proc.log();
+    ensure!(
+        log.contains("fetching over Link F's QUIC connection"),
+        "the node should fall back to QUIC: {log}"
+    );
+    ensure!(
+        head.proc
+            .log()
+            .contains("could not listen on TCP for model transfers"),
+        "the head should say why nodes fetch over QUIC: {}",
+        head.proc.log()
     );
     assert_serves_the_heads_model(&head, home.path(), &sha256).await
 }

@@ -88,6 +88,9 @@ pub enum FrameIoError {
         "could not read from the stream: {0}; the peer cancelled it or the connection dropped"
     )]
     Read(#[source] quinn::ReadError),
+    /// Reading or writing a byte stream (a transfer over TCP) failed.
+    #[error("the transfer connection failed: {0}; the peer closed it or the network dropped")]
+    Io(#[source] std::io::Error),
     /// The stream ended in the middle of a frame.
     #[error("the stream ended inside a frame ({got} of {want} bytes); the peer crashed or speaks another protocol")]
     Truncated {

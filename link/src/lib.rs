@@ -15,6 +15,7 @@
 //! - [`stream`]: one frame at a time on quinn streams ([`write_frame`],
 //!   [`read_frame`]).
 //! - [`sync`]: [`sync::lock`], the one poison-tolerant mutex lock.
+//! - [`transfer`]: model files over TLS on TCP, on the head's Link F port.
 #![forbid(unsafe_code)]
 
 pub mod control;
@@ -29,6 +30,7 @@ pub mod stream;
 pub mod sync;
 pub mod tls;
 pub mod token;
+pub mod transfer;
 
 pub use discovery::{advertise, find_head, Advertisement, DiscoveryError};
 pub use endpoint::{

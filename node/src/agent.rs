@@ -56,6 +56,17 @@ pub struct AgentConfig {
     pub join_only: bool,
 }
 
+impl AgentConfig {
+    /// The client for the head's transfer port, presenting this node's key
+    /// and trusting only the pinned head; `None` (fetches go over QUIC) if
+    /// its TLS configuration cannot be built.
+    pub(crate) fn transfer_client(&self) -> Option<superfluid_link::transfer::TransferClient> {
+        superfluid_link::transfer::TransferClient::new(&self.identity, self.head_fingerprint)
+            .map_err(|e| tracing::warn!(error = %e, "model files will come over QUIC"))
+            .ok()
+    }
+}
+
 /// Why the agent could not run at all. Connection problems are not errors:
 /// the agent logs them and reconnects.
 #[derive(Debug, thiserror::Error)]

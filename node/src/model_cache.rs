@@ -3,7 +3,8 @@
 //!
 //! A file being fetched is `HASH.partial`; once its whole content hashes to
 //! `HASH` it is fsynced and renamed to `HASH.gguf`, so a `.gguf` in the
-//! cache has always been verified and a half-written one is never loaded.
+//! cache has always been verified and a half-written one is never loaded
+//! (the bytes start for the disk while the rest still comes; see [`flush`]).
 //! The partial file's length is where a cut download resumes: its bytes are
 //! hashed first, then the rest streams into the same hasher, so bytes
 //! already on disk are checked as part of the whole file.
@@ -16,6 +17,8 @@
 //! mid-download leaves no stale lock behind.
 
 mod fetch;
+mod flush;
+mod hashing;
 mod progress;
 
 pub use fetch::{fetch, FetchError};
@@ -216,12 +219,14 @@ impl ModelCache {
                 free,
             });
         }
+        let flush = flush::EarlyFlush::new(partial.try_clone().map_err(io_error(&partial_path))?);
         Ok(Download {
+            flush,
             offer: offer.clone(),
             final_path: self.model_path(&offer.sha256),
             partial_path,
             partial,
-            hasher,
+            hashing: hashing::Hashing::start(hasher),
             offset,
             written: offset,
             _lock: lock,
@@ -272,11 +277,12 @@ fn hash_prefix(file: &mut File, len: u64, hasher: &mut Sha256) -> std::io::Resul
 /// A download in progress: appends to the partial file and hashes as it goes.
 #[derive(Debug)]
 pub struct Download {
+    flush: flush::EarlyFlush,
     offer: ModelOffer,
     final_path: PathBuf,
     partial_path: PathBuf,
     partial: File,
-    hasher: Sha256,
+    hashing: hashing::Hashing,
     offset: u64,
     written: u64,
     _lock: File,
@@ -300,6 +306,15 @@ impl Download {
     /// [`CacheError::TooLong`] (and the partial file deleted) past the
     /// file's length, or the I/O error writing.
     pub fn write(&mut self, bytes: &[u8]) -> Result<(), CacheError> {
+        self.write_chunk(bytes.to_vec())
+    }
+
+    /// [`Download::write`], handing over the buffer (the hashing thread
+    /// takes it, so nothing is copied).
+    ///
+    /// # Errors
+    /// As [`Download::write`].
+    pub fn write_chunk(&mut self, bytes: Vec<u8>) -> Result<(), CacheError> {
         let total = self.written.saturating_add(bytes.len() as u64);
         if total > self.offer.size {
             let _ = std::fs::remove_file(&self.partial_path);
@@ -309,9 +324,10 @@ impl Download {
             });
         }
         self.partial
-            .write_all(bytes)
+            .write_all(&bytes)
             .map_err(io_error(&self.partial_path))?;
-        self.hasher.update(bytes);
+        self.flush.wrote(bytes.len() as u64);
+        self.hashing.update(bytes);
         self.written = total;
         Ok(())
     }
@@ -331,7 +347,7 @@ impl Download {
                 size: self.offer.size,
             });
         }
-        let got = hex::encode(self.hasher.finalize());
+        let got = self.hashing.finish();
         if got != self.offer.sha256 {
             let _ = std::fs::remove_file(&self.partial_path);
             tracing::warn!(model = %self.offer.id, want = %self.offer.sha256, %got, "the fetched model does not match its sha256; deleted it");

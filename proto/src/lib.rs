@@ -46,3 +46,7 @@ pub const PROTOCOL_VERSION: u32 = 12;
 
 /// The ALPN identifier of Link F over QUIC.
 pub const ALPN: &[u8] = b"superfluid-linkf/1";
+
+/// The ALPN identifier of Link F's model transfers over TLS on TCP (the
+/// head's Link F port, on TCP; see `superfluid_link::transfer`).
+pub const TRANSFER_ALPN: &[u8] = b"superfluid-transfer/1";

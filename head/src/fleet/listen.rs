@@ -73,6 +73,8 @@ impl LinkListener {
 
 /// Binds the Link F endpoint and accepts nodes into `fleet` in the background.
 pub async fn listen(fleet: Fleet, config: LinkListenConfig) -> Result<LinkListener, EndpointError> {
+    let transfers =
+        superfluid_link::transfer::acceptor(&config.identity, config.authorizer.clone())?;
     let endpoint = server_endpoint(config.addr, &config.identity, config.authorizer)?;
     let addr = endpoint
         .local_addr()
@@ -81,11 +83,16 @@ pub async fn listen(fleet: Fleet, config: LinkListenConfig) -> Result<LinkListen
             source,
         })?;
     tracing::info!(%addr, fingerprint = %config.identity.fingerprint(), "listening for nodes (Link F over QUIC)");
+    let transfer_port = super::transfer::tcp::serve(fleet.clone(), addr, transfers).await;
     let accepting = endpoint.clone();
     let joins = JoinLimit::default();
     let task = tokio::spawn(async move {
         while let Some(incoming) = accepting.accept().await {
             tokio::spawn(serve_node(fleet.clone(), joins.clone(), incoming));
+        }
+        // The endpoint closed: the transfer port closes with it.
+        if let Some(port) = transfer_port {
+            port.abort();
         }
     });
     Ok(LinkListener {

@@ -1,28 +1,41 @@
-//! Model files to nodes: the streams a node opens after its welcome, and
-//! how far each node's download has come.
+//! Model files to nodes: the streams a node opens after its welcome, the
+//! same requests on the head's transfer port over TCP ([`tcp`]), and how
+//! far each node's download has come.
 //!
 //! Only a node the hello admitted gets here (the streams are accepted on
-//! its connection after the welcome), and it can name a file only by the
-//! sha256 of one of the head's models (see [`ModelStore`]).
+//! its connection after the welcome; the TCP port serves only keys with a
+//! Link F connection), and it can name a file only by the sha256 of one of
+//! the head's models (see [`ModelStore`]).
 
 use std::collections::HashMap;
+use std::io::{Read as _, Seek as _};
 use std::sync::{Arc, Mutex};
-use superfluid_link::sync::lock;
 
+use superfluid_link::sync::lock;
 use superfluid_link::{
     quinn::{self, RecvStream, SendStream},
-    read_frame, write_frame,
+    read_frame,
+    transfer::write_frame_to,
 };
 use superfluid_proto::{FetchProgress, FetchReply, FetchRequest, NodeStream};
-use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+use tokio::io::{AsyncWrite, AsyncWriteExt as _};
 
 use super::model_store::ModelStore;
+
+pub(super) mod tcp;
 
 /// Bytes read from the file and written to the stream at a time.
 const CHUNK: usize = 1 << 20;
 
+/// Chunks read from the file before the sender takes them, at most.
+const READ_AHEAD: usize = 4;
+
 /// How long a node may take to say what it wants on a stream it opened.
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a chunk may wait for the node to take it before the head gives
+/// up on the transfer (a node that stopped reading without closing).
+const WRITE_STALL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Answers the streams `conn`'s node opens until the connection ends.
 pub(super) async fn serve_node_streams(store: Arc<ModelStore>, conn: quinn::Connection) {
@@ -37,7 +50,8 @@ async fn serve_stream(store: Arc<ModelStore>, mut send: SendStream, mut recv: Re
             Ok(Ok(Some(NodeStream::Fetch(request)))) => request,
             Ok(Ok(None)) => return,
             Ok(Err(e)) => {
-                let _ = write_frame(&mut send, &refused(format!("bad stream request: {e}"))).await;
+                let reply = refused(format!("bad stream request: {e}"));
+                let _ = write_frame_to(&mut send, &reply).await;
                 let _ = send.finish();
                 return;
             }
@@ -60,10 +74,11 @@ fn refused(reason: String) -> FetchReply {
     FetchReply::Refused { reason }
 }
 
-/// Sends the reply and, if the request is good, the file from its offset.
-async fn send_file(
+/// Sends the reply and, if the request is good, the file from its offset,
+/// on a QUIC stream or a TLS connection alike.
+async fn send_file<W: AsyncWrite + Unpin>(
     store: &ModelStore,
-    send: &mut SendStream,
+    send: &mut W,
     request: &FetchRequest,
 ) -> Result<(), TransferError> {
     let Some(file) = store.by_sha256(&request.sha256) else {
@@ -77,7 +92,7 @@ async fn send_file(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        return write_frame(send, &refused(reason))
+        return write_frame_to(send, &refused(reason))
             .await
             .map_err(TransferError::Frame);
     };
@@ -86,38 +101,57 @@ async fn send_file(
             "offset {} is past the end of {} ({} bytes); delete the node's partial file and fetch again",
             request.offset, file.id, file.size
         );
-        return write_frame(send, &refused(reason))
+        return write_frame_to(send, &refused(reason))
             .await
             .map_err(TransferError::Frame);
     }
-    let mut reader = tokio::fs::File::open(&file.path)
-        .await
-        .map_err(TransferError::Read)?;
+    let mut reader = std::fs::File::open(&file.path).map_err(TransferError::Read)?;
     reader
         .seek(std::io::SeekFrom::Start(request.offset))
-        .await
         .map_err(TransferError::Read)?;
-    write_frame(send, &FetchReply::Sending { size: file.size })
+    write_frame_to(send, &FetchReply::Sending { size: file.size })
         .await
         .map_err(TransferError::Frame)?;
     tracing::info!(model = %file.id, offset = request.offset, size = file.size, "sending a model file to a node");
-    let mut left = file.size - request.offset;
-    let mut buf = vec![0u8; CHUNK];
-    while left > 0 {
-        let want = usize::try_from(left).map_or(CHUNK, |l| l.min(CHUNK));
-        let n = reader
-            .read(&mut buf[..want])
+    let mut chunks = read_ahead(reader, file.size - request.offset);
+    while let Some(chunk) = chunks.recv().await {
+        let chunk = chunk?;
+        tokio::time::timeout(WRITE_STALL, send.write_all(&chunk))
             .await
-            .map_err(TransferError::Read)?;
-        if n == 0 {
-            return Err(TransferError::Shrunk);
-        }
-        send.write_all(&buf[..n])
-            .await
+            .map_err(|_| TransferError::Stalled)?
             .map_err(TransferError::Write)?;
-        left -= n as u64;
     }
     Ok(())
+}
+
+/// Reads `len` bytes of `file` on a blocking thread, [`READ_AHEAD`] chunks
+/// ahead of the sender, so that the disk and the link work at once; the
+/// thread stops when the receiver is dropped.
+fn read_ahead(
+    mut file: std::fs::File,
+    len: u64,
+) -> tokio::sync::mpsc::Receiver<Result<Vec<u8>, TransferError>> {
+    let (chunks, read) = tokio::sync::mpsc::channel(READ_AHEAD);
+    tokio::task::spawn_blocking(move || {
+        let mut left = len;
+        while left > 0 {
+            let want = usize::try_from(left).map_or(CHUNK, |l| l.min(CHUNK));
+            let mut buf = vec![0u8; want];
+            let chunk = match file.read_exact(&mut buf) {
+                Ok(()) => Ok(buf),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    Err(TransferError::Shrunk)
+                }
+                Err(e) => Err(TransferError::Read(e)),
+            };
+            let failed = chunk.is_err();
+            if chunks.blocking_send(chunk).is_err() || failed {
+                return;
+            }
+            left -= want as u64;
+        }
+    });
+    read
 }
 
 /// Why a transfer stopped before its end.
@@ -134,7 +168,10 @@ enum TransferError {
     Shrunk,
     /// The node stopped reading or the connection was lost.
     #[error("the stream to the node failed: {0}")]
-    Write(#[source] quinn::WriteError),
+    Write(#[source] std::io::Error),
+    /// The node took nothing for [`WRITE_STALL`].
+    #[error("the node took no bytes for {WRITE_STALL:?}")]
+    Stalled,
 }
 
 /// How far each connected node's downloads have come, by node id.

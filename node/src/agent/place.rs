@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use superfluid_link::transfer::TransferClient;
 use superfluid_proto::{ControlMsg, ModelOffer, ModelsReport, Placement};
 use tokio::sync::mpsc;
 
@@ -18,6 +19,7 @@ use crate::models::ModelSet;
 pub(super) async fn apply(
     models: Arc<ModelSet>,
     conn: superfluid_link::quinn::Connection,
+    tcp: Option<TransferClient>,
     placement: Placement,
     outbox: mpsc::Sender<ControlMsg>,
 ) {
@@ -36,7 +38,7 @@ pub(super) async fn apply(
             if !models.start_loading(&offer.id) {
                 return;
             }
-            let loaded = load(&models, &conn, &offer, &outbox).await;
+            let loaded = load(&models, &conn, tcp.as_ref(), &offer, &outbox).await;
             models.done_loading(&offer.id);
             if let Err(reason) = loaded {
                 tracing::warn!(model = %offer.id, %reason, "could not load a model the head placed here");
@@ -52,6 +54,7 @@ pub(super) async fn apply(
 async fn load(
     models: &Arc<ModelSet>,
     conn: &superfluid_link::quinn::Connection,
+    tcp: Option<&TransferClient>,
     offer: &ModelOffer,
     outbox: &mpsc::Sender<ControlMsg>,
 ) -> Result<(), String> {
@@ -71,7 +74,7 @@ async fn load(
         }
         (None, Some(cache)) => {
             tracing::info!(model = %offer.id, size = offer.size, "fetching a model the head placed here");
-            fetch(conn, cache, offer, |progress| {
+            fetch(conn, tcp, cache, offer, |progress| {
                 // A full queue only drops a report; a later one says more.
                 let _ = outbox.try_send(ControlMsg::Fetching(progress));
             })

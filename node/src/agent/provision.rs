@@ -149,7 +149,8 @@ async fn attempt(
     let (report, reports) = mpsc::channel(16);
     let writer = tokio::spawn(write_control(send, reports));
     let reader = tokio::spawn(session::control_reader(conn.clone(), recv, None));
-    let fetched = fetch(&conn, cache, &offer, |progress| {
+    let transfers = config.transfer_client();
+    let fetched = fetch(&conn, transfers.as_ref(), cache, &offer, |progress| {
         // A full queue only drops a report; a later one says more.
         let _ = report.try_send(ControlMsg::Fetching(progress));
     })

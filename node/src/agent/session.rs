@@ -154,6 +154,7 @@ pub(super) async fn session(
     let writer = tokio::spawn(control::write_control(send, models.clone(), queued));
     let placements = Placements {
         models: models.clone(),
+        transfers: config.transfer_client(),
         outbox,
     };
     let control = tokio::spawn(control_reader(conn.clone(), recv, Some(placements)));
@@ -251,6 +252,7 @@ pub(super) async fn hello(
 /// stream's queue for reports.
 pub(super) struct Placements {
     models: Arc<ModelSet>,
+    transfers: Option<superfluid_link::transfer::TransferClient>,
     outbox: tokio::sync::mpsc::Sender<ControlMsg>,
 }
 
@@ -269,6 +271,7 @@ pub(super) async fn control_reader(
                     tokio::spawn(place::apply(
                         p.models.clone(),
                         conn.clone(),
+                        p.transfers.clone(),
                         placement,
                         p.outbox.clone(),
                     ));

@@ -1,13 +1,17 @@
-//! Fetching a model file from the head over Link F: a stream the node
-//! opens on its connection, one [`FetchRequest`] naming the file by sha256
-//! and the offset to start at, then the bytes (see
-//! [`superfluid_proto::transfer`]).
+//! Fetching a model file from the head: one [`FetchRequest`] naming the
+//! file by sha256 and the offset to start at, then the bytes (see
+//! [`superfluid_proto::transfer`]), over a TLS connection to the head's
+//! transfer port (its Link F port on TCP; see
+//! [`superfluid_link::transfer`]), or, where that port does not answer, a
+//! stream the node opens on its Link F connection.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use superfluid_link::{quinn, read_frame, write_frame, FrameIoError};
+use superfluid_link::transfer::{read_frame_from, write_frame_to, TransferClient};
+use superfluid_link::{quinn, FrameIoError};
 use superfluid_proto::{FetchProgress, FetchReply, FetchRequest, ModelOffer, NodeStream};
+use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 use super::{free_bytes, CacheError, ModelCache, Progress};
 
@@ -19,6 +23,12 @@ const WRITE_QUEUE: usize = 32;
 
 /// How often the head is told how far the download has come.
 const REPORT_EVERY: Duration = Duration::from_millis(500);
+
+/// How long the bytes may stop coming before the transfer counts as cut.
+const READ_STALL: Duration = Duration::from_secs(30);
+
+/// The bytes of a file as they come, over TCP or QUIC.
+type Incoming = Box<dyn AsyncRead + Unpin + Send>;
 
 /// Why a model could not be fetched.
 #[derive(Debug, thiserror::Error)]
@@ -69,9 +79,9 @@ pub enum FetchError {
     Cut {
         /// The model id.
         model: String,
-        /// What the stream said.
+        /// What the connection said.
         #[source]
-        source: quinn::ReadError,
+        source: std::io::Error,
     },
     /// A blocking cache task died.
     #[error("a model cache task failed: {0}; this is a bug, please report it")]
@@ -80,13 +90,15 @@ pub enum FetchError {
 
 /// Fetches `offer` from the head on `conn` into `cache`, resuming a partial
 /// file, and returns the verified file's path (at once if it is cached).
-/// `report` is told how far the download has come, at most every
+/// With `tcp`, the bytes come over the head's transfer port when it
+/// answers. `report` is told how far the download has come, at most every
 /// [`REPORT_EVERY`] and at its end.
 ///
 /// # Errors
 /// See [`FetchError`]; a cut leaves the partial file for the next attempt.
 pub async fn fetch(
     conn: &quinn::Connection,
+    tcp: Option<&TransferClient>,
     cache: &ModelCache,
     offer: &ModelOffer,
     mut report: impl FnMut(FetchProgress),
@@ -114,16 +126,15 @@ pub async fn fetch(
         model: model.clone(),
         source,
     };
-    let (mut send, mut recv) = conn.open_bi().await.map_err(FetchError::Open)?;
     let request = NodeStream::Fetch(FetchRequest {
         sha256: offer.sha256.clone(),
         offset,
     });
-    write_frame(&mut send, &request)
-        .await
-        .map_err(frame_error)?;
-    let _ = send.finish();
-    match read_frame::<FetchReply>(&mut recv)
+    let mut recv = open(conn, tcp, &request).await.map_err(|e| match e {
+        Opening::Connection(e) => FetchError::Open(e),
+        Opening::Frame(e) => frame_error(e),
+    })?;
+    match read_frame_from::<FetchReply, _>(&mut recv)
         .await
         .map_err(frame_error)?
     {
@@ -148,26 +159,39 @@ pub async fn fetch(
     report(progress_of(offset));
     // The disk writes and the hashing run on their own thread, so the
     // stream is read (and acknowledged) while a chunk is being written.
-    // The stream yields a packet's worth of bytes at a time; they are
+    // A read yields a packet's or a record's worth of bytes; they are
     // gathered into chunks of [`CHUNK`] bytes, so the writer makes one
     // write call and one hand-over per chunk rather than per packet.
     let (chunks, mut queued) = tokio::sync::mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let writer = tokio::task::spawn_blocking(move || {
         let mut download = download;
         while let Some(chunk) = queued.blocking_recv() {
-            download.write(&chunk)?;
+            download.write_chunk(chunk)?;
         }
         Ok::<_, CacheError>(download)
     });
     let mut got = offset;
-    let mut gathered = Vec::with_capacity(CHUNK);
+    // Read into initialised memory: a TLS stream's reads zero whatever
+    // part of the buffer they are given that is not yet initialised.
+    let mut gathered = vec![0u8; CHUNK];
+    let mut filled = 0;
     let received = loop {
-        match recv.read_chunk(CHUNK - gathered.len(), true).await {
-            Ok(Some(chunk)) => {
-                got += chunk.bytes.len() as u64;
-                gathered.extend_from_slice(&chunk.bytes);
-                if gathered.len() >= CHUNK {
-                    let full = std::mem::replace(&mut gathered, Vec::with_capacity(CHUNK));
+        let read = tokio::time::timeout(READ_STALL, recv.read(&mut gathered[filled..]))
+            .await
+            .unwrap_or_else(|_| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no bytes for {READ_STALL:?}"),
+                ))
+            });
+        match read {
+            Ok(0) => break Ok(()),
+            Ok(n) => {
+                got += n as u64;
+                filled += n;
+                if filled == CHUNK {
+                    filled = 0;
+                    let full = std::mem::replace(&mut gathered, vec![0u8; CHUNK]);
                     if chunks.send(full).await.is_err() {
                         // The writer stopped: its error is the one to report.
                         break Ok(());
@@ -179,7 +203,6 @@ pub async fn fetch(
                     report(progress_of(got));
                 }
             }
-            Ok(None) => break Ok(()),
             Err(source) => {
                 break Err(FetchError::Cut {
                     model: model.clone(),
@@ -190,7 +213,8 @@ pub async fn fetch(
     };
     // What came before an end or a cut is written too: a cut download
     // resumes after every byte received.
-    if !gathered.is_empty() {
+    if filled > 0 {
+        gathered.truncate(filled);
         let _ = chunks.send(gathered).await;
     }
     drop(chunks);
@@ -204,4 +228,40 @@ pub async fn fetch(
     report(progress_of(done));
     tracing::info!(model = %offer.id, path = %path.display(), "fetched and verified the model");
     Ok(path)
+}
+
+/// Why a transfer could not be started.
+enum Opening {
+    Connection(quinn::ConnectionError),
+    Frame(FrameIoError),
+}
+
+/// Sends `request` over the head's transfer port if `tcp` reaches it, else
+/// on a new stream of `conn`, and gives what the head answers.
+async fn open(
+    conn: &quinn::Connection,
+    tcp: Option<&TransferClient>,
+    request: &NodeStream,
+) -> Result<Incoming, Opening> {
+    if let Some(client) = tcp {
+        let addr = conn.remote_address();
+        match client.connect(addr).await {
+            Ok(mut tls) => {
+                tracing::info!(%addr, "fetching over the head's transfer port (TLS over TCP)");
+                write_frame_to(&mut tls, request)
+                    .await
+                    .map_err(Opening::Frame)?;
+                return Ok(Box::new(tls));
+            }
+            Err(e) => {
+                tracing::info!(%addr, error = %e, "the head's transfer port (TCP) did not answer; fetching over Link F's QUIC connection, which is slower");
+            }
+        }
+    }
+    let (mut send, recv) = conn.open_bi().await.map_err(Opening::Connection)?;
+    write_frame_to(&mut send, request)
+        .await
+        .map_err(Opening::Frame)?;
+    let _ = send.finish();
+    Ok(Box::new(recv))
 }

@@ -53,11 +53,15 @@ mod over_link {
     use crate::fleet::Fleet;
     use sha2::{Digest as _, Sha256};
     use std::time::Duration;
-    use superfluid_link::{client_endpoint, connect, quinn, read_frame, write_frame, Identity};
+    use superfluid_link::transfer::{read_frame_from, write_frame_to, TransferClient};
+    use superfluid_link::{
+        client_endpoint, connect, quinn, read_frame, write_frame, Fingerprint, Identity,
+    };
     use superfluid_proto::{
         ControlMsg, FetchProgress, FetchReply, FetchRequest, HeadReply, NodeHello, NodeStream,
         PROTOCOL_VERSION,
     };
+    use tokio::io::AsyncReadExt as _;
 
     const CONTENT: &[u8] = b"the head's pretend model file, a few dozen bytes long";
 
@@ -75,6 +79,9 @@ mod over_link {
         control: quinn::SendStream,
         node_id: String,
         sha256: String,
+        /// The node's client for the head's transfer port.
+        transfers: TransferClient,
+        head: Fingerprint,
         _endpoint: quinn::Endpoint,
         dir: std::path::PathBuf,
     }
@@ -131,6 +138,8 @@ mod over_link {
             control,
             node_id,
             sha256,
+            transfers: TransferClient::new(&node, identity.fingerprint()).unwrap(),
+            head: identity.fingerprint(),
             _endpoint: endpoint,
             dir,
         }
@@ -152,19 +161,53 @@ mod over_link {
         (reply, rest)
     }
 
+    /// The same as [`fetch`], over the head's transfer port (TLS on TCP).
+    async fn fetch_tcp(
+        client: &TransferClient,
+        conn: &quinn::Connection,
+        sha256: &str,
+        offset: u64,
+    ) -> (FetchReply, Vec<u8>) {
+        let mut tls = within(client.connect(conn.remote_address()))
+            .await
+            .expect("the head's transfer port answers on its Link F port number");
+        let request = NodeStream::Fetch(FetchRequest {
+            sha256: sha256.into(),
+            offset,
+        });
+        write_frame_to(&mut tls, &request).await.unwrap();
+        let reply = within(read_frame_from::<FetchReply, _>(&mut tls))
+            .await
+            .unwrap()
+            .unwrap();
+        let mut rest = Vec::new();
+        within(tls.read_to_end(&mut rest)).await.unwrap();
+        (reply, rest)
+    }
+
+    /// Both ways a node fetches: a QUIC stream, and the transfer port.
+    async fn fetch_both(linked: &Linked, sha256: &str, offset: u64) -> [(FetchReply, Vec<u8>); 2] {
+        [
+            fetch(&linked.conn, sha256, offset).await,
+            fetch_tcp(&linked.transfers, &linked.conn, sha256, offset).await,
+        ]
+    }
+
     #[tokio::test]
     async fn a_welcomed_node_gets_the_file_from_its_offset() {
         let linked = linked("offset").await;
-        let (reply, bytes) = fetch(&linked.conn, &linked.sha256, 10).await;
-        assert_eq!(
-            reply,
-            FetchReply::Sending {
-                size: CONTENT.len() as u64
-            }
-        );
-        assert_eq!(bytes, &CONTENT[10..]);
-        let (_, whole) = fetch(&linked.conn, &linked.sha256, 0).await;
-        assert_eq!(whole, CONTENT);
+        for (reply, bytes) in fetch_both(&linked, &linked.sha256, 10).await {
+            assert_eq!(
+                reply,
+                FetchReply::Sending {
+                    size: CONTENT.len() as u64
+                }
+            );
+            assert_eq!(bytes, &CONTENT[10..]);
+        }
+        for (_, whole) in fetch_both(&linked, &linked.sha256, 0).await {
+            assert_eq!(whole, CONTENT);
+        }
     }
 
     #[tokio::test]
@@ -176,13 +219,54 @@ mod over_link {
             ("00".repeat(32), 0),
             (linked.sha256.clone(), CONTENT.len() as u64 + 1),
         ] {
-            let (reply, bytes) = fetch(&linked.conn, &name, offset).await;
-            assert!(
-                matches!(reply, FetchReply::Refused { .. }),
-                "{name} from {offset}: {reply:?}"
-            );
-            assert!(bytes.is_empty(), "nothing follows a refusal");
+            for (reply, bytes) in fetch_both(&linked, &name, offset).await {
+                assert!(
+                    matches!(reply, FetchReply::Refused { .. }),
+                    "{name} from {offset}: {reply:?}"
+                );
+                assert!(bytes.is_empty(), "nothing follows a refusal");
+            }
         }
+    }
+
+    #[tokio::test]
+    async fn the_transfer_port_serves_only_a_key_with_a_link_f_connection() {
+        let linked = linked("stranger").await;
+        // A key the handshake lets through but that never joined.
+        let stranger = TransferClient::new(&Identity::generate().unwrap(), linked.head).unwrap();
+        let (reply, bytes) = fetch_tcp(&stranger, &linked.conn, &linked.sha256, 0).await;
+        let FetchReply::Refused { reason } = reply else {
+            panic!("a key without a Link F connection got {reply:?}");
+        };
+        assert!(reason.contains("no Link F connection"), "{reason}");
+        assert!(bytes.is_empty());
+        // The member's key, once its connection is gone, is refused too.
+        linked.conn.close(0u32.into(), b"leaving");
+        let fleet = linked.fleet.clone();
+        within(async move {
+            while !fleet.nodes().is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        let (reply, _) = fetch_tcp(&linked.transfers, &linked.conn, &linked.sha256, 0).await;
+        assert!(matches!(reply, FetchReply::Refused { .. }), "{reply:?}");
+    }
+
+    #[tokio::test]
+    async fn a_node_pinning_another_head_key_gets_no_transfer() {
+        let linked = linked("pinned").await;
+        let wrong = TransferClient::new(
+            &Identity::generate().unwrap(),
+            Identity::generate().unwrap().fingerprint(),
+        )
+        .unwrap();
+        assert!(
+            within(wrong.connect(linked.conn.remote_address()))
+                .await
+                .is_err(),
+            "the handshake checks the pinned head key"
+        );
     }
 
     #[tokio::test]

@@ -1,0 +1,93 @@
+//! The head's transfer port: Link F's port number on TCP, where nodes
+//! fetch model files over TLS (see `superfluid_link::transfer`).
+//!
+//! The handshake asks the listener's authorizer about the node's key, as
+//! QUIC's does; then only a key with a Link F connection to this head (a
+//! node the hello admitted) is served. The request and the reply are the
+//! frames of a QUIC transfer stream, and the file follows the same way.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use superfluid_link::transfer::{peer_of, read_frame_from, write_frame_to, TlsAcceptor};
+use superfluid_proto::NodeStream;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+use super::{refused, send_file, REQUEST_TIMEOUT};
+use crate::fleet::Fleet;
+use crate::metrics::LinkRefusal;
+
+/// Binds the transfer port on `addr` (the Link F address actually bound)
+/// and serves it in the background; `None` when TCP `addr` is taken, so
+/// that nodes fetch over QUIC instead.
+pub(crate) async fn serve(
+    fleet: Fleet,
+    addr: SocketAddr,
+    acceptor: TlsAcceptor,
+) -> Option<JoinHandle<()>> {
+    let listener = match TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::warn!(%addr, error = %e, "could not listen on TCP for model transfers; nodes fetch models over QUIC, which is slower");
+            return None;
+        }
+    };
+    tracing::info!(%addr, "listening for model transfers (TLS over TCP)");
+    Some(tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((tcp, from)) => {
+                    tokio::spawn(serve_connection(fleet.clone(), acceptor.clone(), tcp, from));
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, then go on.
+                    tracing::warn!(error = %e, "could not accept a transfer connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }))
+}
+
+async fn serve_connection(fleet: Fleet, acceptor: TlsAcceptor, tcp: TcpStream, from: SocketAddr) {
+    let mut tls = match tokio::time::timeout(REQUEST_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::info!(%from, error = %e, "a transfer connection's TLS handshake failed (is the node's key authorized?)");
+            fleet.metrics().record_link_refusal(LinkRefusal::Handshake);
+            return;
+        }
+        Err(_) => return,
+    };
+    // The request is read before any refusal, so that the node's bytes are
+    // not left unread (closing over them would reset the connection).
+    let request =
+        match tokio::time::timeout(REQUEST_TIMEOUT, read_frame_from::<NodeStream, _>(&mut tls))
+            .await
+        {
+            Ok(Ok(Some(NodeStream::Fetch(request)))) => request,
+            Ok(Ok(None)) | Err(_) => return,
+            Ok(Err(e)) => {
+                let _ =
+                    write_frame_to(&mut tls, &refused(format!("bad transfer request: {e}"))).await;
+                let _ = tls.shutdown().await;
+                return;
+            }
+        };
+    let member = peer_of(&tls).is_some_and(|key| !fleet.inner.with_key(&key).is_empty());
+    if !member {
+        let reply = refused(
+            "this key has no Link F connection to the head; a node fetches models after the head welcomed it".into(),
+        );
+        let _ = write_frame_to(&mut tls, &reply).await;
+        let _ = tls.shutdown().await;
+        return;
+    }
+    if let Err(e) = send_file(&fleet.store, &mut tls, &request).await {
+        tracing::info!(%from, sha256 = %request.sha256, offset = request.offset, error = %e, "a model transfer ended early");
+        return;
+    }
+    let _ = tls.shutdown().await;
+}
