@@ -13,7 +13,11 @@ use crate::{tls, Authorizer, EndpointError, Fingerprint, FrameIoError, Identity}
 use rustls::pki_types::ServerName;
 use serde::{de::DeserializeOwned, Serialize};
 use std::{net::SocketAddr, sync::Arc, time::Duration};
-use superfluid_proto::{decode, encode, frame::body_len, LEN_PREFIX, TRANSFER_ALPN};
+use superfluid_proto::{
+    decode, encode,
+    frame::{body_len, FrameError},
+    LEN_PREFIX, TRANSFER_ALPN,
+};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
@@ -22,6 +26,12 @@ pub use tokio_rustls::{client, server, TlsAcceptor};
 /// How long a node waits for the head's TCP port to answer and the TLS
 /// handshake to finish before it fetches over QUIC instead.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The largest frame either side reads on the transfer port: a request and
+/// a reply are a hash, an offset or a reason, far below Link F's
+/// `MAX_FRAME`, and a peer that is not yet known to be a member makes the
+/// head set aside no more than this.
+pub const MAX_TRANSFER_FRAME: usize = 64 << 10;
 
 /// A node's connection to the transfer port.
 pub type ClientStream = client::TlsStream<TcpStream>;
@@ -105,8 +115,8 @@ pub async fn write_frame_to<T: Serialize, W: AsyncWrite + Unpin>(
     w.flush().await.map_err(FrameIoError::Io)
 }
 
-/// Reads one frame from any byte stream; `Ok(None)` when it ended cleanly
-/// before the frame began.
+/// Reads one frame of at most [`MAX_TRANSFER_FRAME`] bytes from any byte
+/// stream; `Ok(None)` when it ended cleanly before the frame began.
 ///
 /// # Errors
 /// [`FrameIoError::Truncated`] if it ends inside the frame,
@@ -127,6 +137,12 @@ pub async fn read_frame_from<T: DeserializeOwned, R: AsyncRead + Unpin>(
         });
     }
     let len = body_len(prefix)?;
+    if len > MAX_TRANSFER_FRAME {
+        return Err(FrameIoError::Frame(FrameError::TooLarge {
+            len,
+            max: MAX_TRANSFER_FRAME,
+        }));
+    }
     let mut body = vec![0u8; len];
     let got = read_full(r, &mut body).await?;
     if got < len {
@@ -146,4 +162,36 @@ async fn read_full<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> Result<us
         }
     }
     Ok(got)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use superfluid_proto::{FetchRequest, NodeStream};
+
+    #[tokio::test]
+    async fn a_frame_reads_back_and_an_oversized_or_cut_one_is_an_error() {
+        let request = NodeStream::Fetch(FetchRequest {
+            sha256: "ab".repeat(32),
+            offset: 7,
+        });
+        let mut wire = Vec::new();
+        write_frame_to(&mut wire, &request).await.unwrap();
+        let got: Option<NodeStream> = read_frame_from(&mut wire.as_slice()).await.unwrap();
+        assert_eq!(got, Some(request));
+        let empty: Option<NodeStream> = read_frame_from(&mut &[][..]).await.unwrap();
+        assert_eq!(empty, None, "a clean end before a frame");
+        let cut = read_frame_from::<NodeStream, _>(&mut &wire[..wire.len() - 1]).await;
+        assert!(
+            matches!(cut, Err(FrameIoError::Truncated { .. })),
+            "{cut:?}"
+        );
+        // A length over the transfer limit is refused before anything is read.
+        let huge = ((MAX_TRANSFER_FRAME + 1) as u32).to_be_bytes();
+        let over = read_frame_from::<NodeStream, _>(&mut &huge[..]).await;
+        assert!(
+            matches!(over, Err(FrameIoError::Frame(FrameError::TooLarge { .. }))),
+            "{over:?}"
+        );
+    }
 }

@@ -7,17 +7,23 @@
 //! frames of a QUIC transfer stream, and the file follows the same way.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use superfluid_link::transfer::{peer_of, read_frame_from, write_frame_to, TlsAcceptor};
 use superfluid_proto::NodeStream;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::{refused, send_file, REQUEST_TIMEOUT};
 use crate::fleet::Fleet;
 use crate::metrics::LinkRefusal;
+
+/// Transfer connections open at once, at most (handshakes included); more
+/// are closed as they come. Each holds at most a few chunks of a file.
+const MAX_CONNECTIONS: usize = 64;
 
 /// Binds the transfer port on `addr` (the Link F address actually bound)
 /// and serves it in the background; `None` when TCP `addr` is taken, so
@@ -35,11 +41,20 @@ pub(crate) async fn serve(
         }
     };
     tracing::info!(%addr, "listening for model transfers (TLS over TCP)");
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     Some(tokio::spawn(async move {
         loop {
             match listener.accept().await {
                 Ok((tcp, from)) => {
-                    tokio::spawn(serve_connection(fleet.clone(), acceptor.clone(), tcp, from));
+                    let Ok(permit) = open.clone().try_acquire_owned() else {
+                        tracing::warn!(%from, "refused a transfer connection: {MAX_CONNECTIONS} are open");
+                        continue;
+                    };
+                    let (fleet, acceptor) = (fleet.clone(), acceptor.clone());
+                    tokio::spawn(async move {
+                        serve_connection(fleet, acceptor, tcp, from).await;
+                        drop(permit);
+                    });
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: wait, then go on.
