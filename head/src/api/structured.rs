@@ -125,12 +125,29 @@ fn compile(schema: &Value) -> Result<(), ApiError> {
 /// Compiles `grammar` and computes its first step, as a node would; the
 /// error says why it cannot be enforced.
 pub fn check_grammar(grammar: TopLevelGrammar) -> Result<(), String> {
-    let factory = factory().map_err(Clone::clone)?;
-    let parser = unpanicked(|| factory.create_parser(grammar).map_err(|e| e.to_string()))?;
-    // The matcher catches its own panics and reports them as errors.
-    let mut matcher = Matcher::new(Ok(parser));
-    matcher.compute_mask().map_err(|e| e.to_string())?;
-    Ok(())
+    off_the_runtime(|| {
+        let factory = factory().map_err(Clone::clone)?;
+        let parser = unpanicked(|| factory.create_parser(grammar).map_err(|e| e.to_string()))?;
+        // The matcher catches its own panics and reports them as errors.
+        let mut matcher = Matcher::new(Ok(parser));
+        matcher.compute_mask().map_err(|e| e.to_string())?;
+        Ok(())
+    })
+}
+
+/// Runs `work` (a compile: tens of milliseconds, a third of a second for a
+/// schema with a huge `enum`) so that it holds up no other request: on a
+/// multi-threaded tokio runtime the worker's other tasks move to another
+/// thread meanwhile; anywhere else it simply runs.
+fn off_the_runtime<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi_threaded =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if multi_threaded {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
 }
 
 /// `compile()`, with a panic as an error: llguidance reports what it

@@ -39,6 +39,48 @@ fn text_and_absent_formats_ask_for_no_constraint() {
     ));
 }
 
+/// A schema compiles on either kind of tokio runtime, and outside one.
+fn compiles_here() {
+    let schema = schema_of(
+        json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {"enum": ["a", "b"]}}}),
+    );
+    assert_eq!(schema, json!({"enum": ["a", "b"]}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_schema_compiles_on_a_multi_threaded_runtime_off_its_worker() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    compiles_here();
+    // One worker: were the compile to hold it, nothing else could run.
+    let ticks = Arc::new(AtomicU64::new(0));
+    let ticking = ticks.clone();
+    let ticker = tokio::spawn(async move {
+        loop {
+            ticking.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let big: Vec<String> = (0..20_000).map(|i| format!("value number {i}")).collect();
+    let format =
+        json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {"enum": big}}});
+    let during = tokio::spawn(async move {
+        let before = ticks.load(Ordering::Relaxed);
+        let compiled = constraint(Some(&format));
+        (compiled.is_ok(), ticks.load(Ordering::Relaxed) - before)
+    });
+    let (compiled, ticked) = during.await.unwrap();
+    ticker.abort();
+    assert!(compiled);
+    assert!(ticked > 0, "other tasks ran while the schema compiled");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_schema_compiles_on_a_current_thread_runtime() {
+    compiles_here();
+}
+
 #[test]
 fn json_object_asks_for_any_object() {
     assert_eq!(
