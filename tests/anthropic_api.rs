@@ -1,11 +1,9 @@
 //! Anthropic's Messages API through `superfluid serve` with the real model,
 //! by raw HTTP and with the official `anthropic` Python client.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
-use crate::fleet_support::{run_cmd, serial};
+use crate::fleet_support::serial;
 use crate::support::{Server, MODEL};
 use serde_json::{json, Value};
 
@@ -295,43 +293,22 @@ async fn keys_are_taken_from_x_api_key_and_refused_in_anthropics_shape() {
 
 #[tokio::test]
 async fn the_anthropic_python_client_works_against_the_head() {
-    let python = crate::python_clients::venv_python();
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup, which installs the anthropic Python client there",
-        python.display()
-    );
     let _serial = serial().await;
     let server = Server::start(&["--api-key", KEY]).expect("starting superfluid serve");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/anthropic_client.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(script)
-        .env("SUPERFLUID_BASE_URL", &server.base)
-        .env("SUPERFLUID_TEST_KEY", KEY)
-        .env("SUPERFLUID_TEST_MODEL", MODEL)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env_remove("ANTHROPIC_BASE_URL");
-    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
-    }
-    let ran = run_cmd("anthropic_client.py", cmd, Duration::from_secs(180))
-        .expect("running the anthropic client script");
-    assert!(ran.status.success(), "{}", ran.describe());
-    for case in [
-        "messages_create",
-        "messages_stream",
-        "second_turn_reads_the_cache",
-        "count_tokens",
-        "tool_use_then_tool_result",
-        "tool_use_streamed",
-        "unknown_field_raises_bad_request",
-        "wrong_key_raises_authentication_error",
-    ] {
-        assert!(
-            ran.stdout.contains(&format!("ok {case}\n")),
-            "{case} did not pass: {}",
-            ran.describe()
-        );
-    }
+    crate::python_clients::python_cases(
+        "anthropic_client.py",
+        &server.base,
+        &[("SUPERFLUID_TEST_KEY", KEY)],
+        &[
+            "messages_create",
+            "messages_stream",
+            "second_turn_reads_the_cache",
+            "count_tokens",
+            "tool_use_then_tool_result",
+            "tool_use_streamed",
+            "unknown_field_raises_bad_request",
+            "wrong_key_raises_authentication_error",
+        ],
+        Duration::from_secs(180),
+    );
 }

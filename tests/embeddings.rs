@@ -3,14 +3,12 @@
 //! by the official `openai` and `ollama` Python clients and by raw HTTP
 //! for the refusals' bodies.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::fleet_support::{run_cmd, serial};
-use crate::python_clients::venv_python;
+use crate::fleet_support::serial;
+use crate::python_clients::python_cases;
 use crate::support::{error_message, Server, MODEL};
 
 /// The embedding model's id.
@@ -29,46 +27,27 @@ fn serve_with_embeddings() -> Server {
 async fn official_clients_embed_with_the_embedding_model() {
     let _serial = serial().await;
     let server = serve_with_embeddings();
-    let python = venv_python();
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup",
-        python.display()
+    let ollama_host = server.base.clone();
+    python_cases(
+        "embeddings_client.py",
+        &server.url("/v1"),
+        &[
+            ("SUPERFLUID_OLLAMA_HOST", &ollama_host),
+            ("SUPERFLUID_EMBED_MODEL", EMBED),
+        ],
+        &[
+            "single_input_gives_one_unit_vector_of_384",
+            "batch_equals_the_inputs_one_by_one",
+            "paraphrase_ranks_above_unrelated",
+            "base64_decodes_to_the_same_floats",
+            "token_array_equals_its_text",
+            "chat_model_is_refused_with_the_embedding_models",
+            "empty_input_is_refused",
+            "other_dimensions_are_refused",
+            "ollama_embed_and_legacy_embeddings",
+        ],
+        Duration::from_secs(180),
     );
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/embeddings_client.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(script)
-        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
-        .env("SUPERFLUID_OLLAMA_HOST", &server.base)
-        .env("SUPERFLUID_EMBED_MODEL", EMBED)
-        .env("SUPERFLUID_TEST_MODEL", MODEL)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("OLLAMA_HOST");
-    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
-    }
-    let ran = run_cmd("embeddings_client.py", cmd, Duration::from_secs(180))
-        .expect("running the embeddings client script");
-    assert!(ran.status.success(), "{}", ran.describe());
-    for case in [
-        "single_input_gives_one_unit_vector_of_384",
-        "batch_equals_the_inputs_one_by_one",
-        "paraphrase_ranks_above_unrelated",
-        "base64_decodes_to_the_same_floats",
-        "token_array_equals_its_text",
-        "chat_model_is_refused_with_the_embedding_models",
-        "empty_input_is_refused",
-        "other_dimensions_are_refused",
-        "ollama_embed_and_legacy_embeddings",
-    ] {
-        assert!(
-            ran.stdout.contains(&format!("ok {case}\n")),
-            "{case} did not pass: {}",
-            ran.describe()
-        );
-    }
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use crate::fleet_support::{node_header, serial, state_of, token, Head, Node, Tem
 use crate::stop_support::{
     assert_exits_cleanly, assert_stream_complete, read_rest, story_stream, terminate,
 };
-use crate::support::{Server, MODEL};
+use crate::support::Server;
 
 /// The value of the first sample of `name` on a metrics page.
 fn sample(page: &str, name: &str) -> Option<f64> {
@@ -248,36 +248,16 @@ async fn a_drained_node_stopped_afterwards_loses_no_request() {
 
 #[tokio::test]
 async fn the_openai_python_client_reads_fleet_busy_and_its_retries_get_in() {
-    let python = crate::python_clients::venv_python();
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup",
-        python.display()
-    );
     let _serial = serial().await;
     let server = Server::start(&["--slots", "1", "--max-queue", "0"]).expect("starting serve");
-    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/python/openai_overload.py");
-    let mut cmd = std::process::Command::new(&python);
-    cmd.arg(script)
-        .env("SUPERFLUID_BASE_URL", server.url("/v1"))
-        .env("SUPERFLUID_TEST_MODEL", MODEL)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL");
-    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
-    }
-    let ran = crate::fleet_support::run_cmd("openai_overload.py", cmd, Duration::from_secs(180))
-        .expect("running the openai overload script");
-    assert!(ran.status.success(), "{}", ran.describe());
-    for case in [
-        "full_fleet_raises_rate_limit_error_fleet_busy",
-        "retries_succeed_once_the_slot_is_free",
-    ] {
-        assert!(
-            ran.stdout.contains(&format!("ok {case}\n")),
-            "{case} did not pass: {}",
-            ran.describe()
-        );
-    }
+    crate::python_clients::python_cases(
+        "openai_overload.py",
+        &server.url("/v1"),
+        &[],
+        &[
+            "full_fleet_raises_rate_limit_error_fleet_busy",
+            "retries_succeed_once_the_slot_is_free",
+        ],
+        Duration::from_secs(180),
+    );
 }

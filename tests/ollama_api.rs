@@ -422,51 +422,25 @@ impl Tap for Value {
 
 #[tokio::test]
 async fn the_ollama_python_client_chats_generates_lists_and_shows() {
-    let home = std::env::var("SUPERFLUID_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/superfluid",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    let python = std::path::PathBuf::from(home).join("venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup, which installs the ollama Python client there",
-        python.display()
-    );
     let _serial = crate::fleet_support::serial().await;
     let server = Server::start(&[]).expect("starting superfluid serve");
-    let script =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/ollama_client.py");
-    let mut cmd = std::process::Command::new(&python);
-    cmd.arg(script)
-        .env("SUPERFLUID_OLLAMA_HOST", &server.base)
-        .env("SUPERFLUID_TEST_MODEL", MODEL)
-        .env_remove("OLLAMA_HOST");
-    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        cmd.env_remove(proxy).env_remove(proxy.to_lowercase());
-    }
-    let ran =
-        crate::fleet_support::run_cmd("ollama_client.py", cmd, std::time::Duration::from_secs(180))
-            .expect("running the ollama client script");
-    assert!(ran.status.success(), "{}", ran.describe());
-    for case in [
-        "chat",
-        "streamed_chat",
-        "generate",
-        "structured_chat",
-        "chat_with_tools",
-        "streamed_chat_with_tools",
-        "tool_result_gets_text",
-        "list_names_the_model",
-        "show_gives_template_and_model_info",
-        "embed_of_a_chat_model_raises_bad_request",
-        "pull_raises_with_how_models_arrive",
-    ] {
-        assert!(
-            ran.stdout.contains(&format!("ok {case}\n")),
-            "{case} did not pass: {}",
-            ran.describe()
-        );
-    }
+    crate::python_clients::python_cases(
+        "ollama_client.py",
+        &server.base,
+        &[("SUPERFLUID_OLLAMA_HOST", &server.base)],
+        &[
+            "chat",
+            "streamed_chat",
+            "generate",
+            "structured_chat",
+            "chat_with_tools",
+            "streamed_chat_with_tools",
+            "tool_result_gets_text",
+            "list_names_the_model",
+            "show_gives_template_and_model_info",
+            "embed_of_a_chat_model_raises_bad_request",
+            "pull_raises_with_how_models_arrive",
+        ],
+        std::time::Duration::from_secs(180),
+    );
 }

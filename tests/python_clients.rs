@@ -23,9 +23,10 @@ pub fn venv_python() -> PathBuf {
 }
 
 /// Runs tests/python/SCRIPT with the virtualenv's python against
-/// `base_url` (ending in /v1) and the default model, with `env` besides,
-/// and none of the settings a client would otherwise take from the
-/// environment (OpenAI's key and address, proxies); at most `limit`.
+/// `base_url` (`SUPERFLUID_BASE_URL`) and the default model, with `env`
+/// besides, and none of the settings a client would otherwise take from
+/// the environment (OpenAI's, Anthropic's and Ollama's keys and addresses,
+/// proxies); at most `limit`.
 pub fn python_script(script: &str, base_url: &str, env: &[(&str, &str)], limit: Duration) -> Ran {
     let python = venv_python();
     assert!(
@@ -41,7 +42,11 @@ pub fn python_script(script: &str, base_url: &str, env: &[(&str, &str)], limit: 
         .env("SUPERFLUID_BASE_URL", base_url)
         .env("SUPERFLUID_TEST_MODEL", MODEL)
         .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL");
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("OLLAMA_HOST");
     for (name, value) in env {
         cmd.env(name, value);
     }
