@@ -96,6 +96,23 @@ async fn assert_serves_the_heads_model(head: &Head, home: &Path, sha256: &str) -
     Ok(())
 }
 
+/// Asserts the head's metrics count the whole model sent once `transport`.
+async fn assert_counted(head: &Head, transport: &str) -> Result<()> {
+    let size = std::fs::metadata(model_path())?.len();
+    let page = head.metrics().await;
+    let bytes = format!(
+        "superfluid_model_transfer_bytes_total{{model=\"{MODEL}\",transport=\"{transport}\"}} {size}\n"
+    );
+    let sent = format!(
+        "superfluid_model_transfers_total{{outcome=\"sent\",transport=\"{transport}\"}} 1\n"
+    );
+    ensure!(
+        page.contains(&bytes) && page.contains(&sent),
+        "the head's metrics should count the model sent over {transport}: {page}"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bare_node_fetches_the_heads_model_and_serves() -> Result<()> {
     let _serial = serial().await;
@@ -112,6 +129,7 @@ async fn a_bare_node_fetches_the_heads_model_and_serves() -> Result<()> {
         log.contains("fetching over the head's transfer port (TLS over TCP)"),
         "the node should fetch over the head's transfer port: {log}"
     );
+    assert_counted(&head, "tcp").await?;
     ensure!(
         !log.contains("scripts/setup"),
         "a node with a head to fetch from must not ask for scripts/setup: {log}"
@@ -147,6 +165,7 @@ async fn a_node_fetches_over_quic_where_the_transfer_port_is_closed() -> Result<
         "the head should say why nodes fetch over QUIC: {}",
         head.proc.log()
     );
+    assert_counted(&head, "quic").await?;
     assert_serves_the_heads_model(&head, home.path(), &sha256).await
 }
 

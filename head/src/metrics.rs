@@ -27,7 +27,9 @@ pub use failover::FailoverMetrics;
 mod failover;
 
 mod overload;
+mod transfer;
 pub use overload::{OverloadMetrics, Refusal};
+pub use transfer::{TransferMetrics, TransferOutcome, Transport};
 
 /// Buckets (seconds) for time to first token, request duration and queue
 /// wait: a cached prompt's first token in milliseconds, a long prompt on a
@@ -102,6 +104,8 @@ pub struct Metrics {
     pub overload: OverloadMetrics,
     /// Generations moved off lost or stalled nodes.
     pub failover: FailoverMetrics,
+    /// Model files sent to nodes.
+    pub transfer: TransferMetrics,
     /// Node names that have joined, to tell a reconnect from a first join.
     joined: Mutex<HashSet<String>>,
 }
@@ -231,6 +235,7 @@ impl Default for Metrics {
             ),
             overload: OverloadMetrics::new(&r),
             failover: FailoverMetrics::new(&r),
+            transfer: TransferMetrics::new(&r),
             registry: r,
             joined: Mutex::default(),
         }
@@ -340,6 +345,7 @@ impl Metrics {
             .flat_map(|c| c.desc().into_iter().map(|d| d.fq_name.clone()))
             .collect();
         names.extend(self.overload.names());
+        names.extend(self.transfer.names());
         names.sort();
         names.dedup();
         names

@@ -165,7 +165,7 @@ async fn serve_node(fleet: Fleet, joins: JoinLimit, incoming: quinn::Incoming) {
     tracing::info!(node = %name, %node_id, %from, ?models, "node joined");
     let heartbeat = tokio::spawn(super::placement::write_control(send, placements));
     let streams = tokio::spawn(super::transfer::serve_node_streams(
-        fleet.store.clone(),
+        fleet.clone(),
         conn.clone(),
     ));
     let reason = control_loop(&fleet, &conn, recv, entry).await;

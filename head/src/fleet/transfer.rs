@@ -5,11 +5,11 @@
 //! Only a node the hello admitted gets here (the streams are accepted on
 //! its connection after the welcome; the TCP port serves only keys with a
 //! Link F connection), and it can name a file only by the sha256 of one of
-//! the head's models (see [`ModelStore`]).
+//! the head's models (see [`super::model_store::ModelStore`]).
 
 use std::collections::HashMap;
 use std::io::{Read as _, Seek as _};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use superfluid_link::sync::lock;
 use superfluid_link::{
@@ -20,7 +20,8 @@ use superfluid_link::{
 use superfluid_proto::{FetchProgress, FetchReply, FetchRequest, NodeStream};
 use tokio::io::{AsyncWrite, AsyncWriteExt as _};
 
-use super::model_store::ModelStore;
+use super::Fleet;
+use crate::metrics::{TransferOutcome, Transport};
 
 pub(super) mod tcp;
 
@@ -38,13 +39,13 @@ const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 const WRITE_STALL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Answers the streams `conn`'s node opens until the connection ends.
-pub(super) async fn serve_node_streams(store: Arc<ModelStore>, conn: quinn::Connection) {
+pub(super) async fn serve_node_streams(fleet: Fleet, conn: quinn::Connection) {
     while let Ok((send, recv)) = conn.accept_bi().await {
-        tokio::spawn(serve_stream(store.clone(), send, recv));
+        tokio::spawn(serve_stream(fleet.clone(), send, recv));
     }
 }
 
-async fn serve_stream(store: Arc<ModelStore>, mut send: SendStream, mut recv: RecvStream) {
+async fn serve_stream(fleet: Fleet, mut send: SendStream, mut recv: RecvStream) {
     let request =
         match tokio::time::timeout(REQUEST_TIMEOUT, read_frame::<NodeStream>(&mut recv)).await {
             Ok(Ok(Some(NodeStream::Fetch(request)))) => request,
@@ -53,6 +54,7 @@ async fn serve_stream(store: Arc<ModelStore>, mut send: SendStream, mut recv: Re
                 let reply = refused(format!("bad stream request: {e}"));
                 let _ = write_frame_to(&mut send, &reply).await;
                 let _ = send.finish();
+                record(&fleet, Transport::Quic, TransferOutcome::Refused);
                 return;
             }
             Err(_) => {
@@ -60,14 +62,23 @@ async fn serve_stream(store: Arc<ModelStore>, mut send: SendStream, mut recv: Re
                 return;
             }
         };
-    if let Err(e) = send_file(&store, &mut send, &request).await {
-        tracing::info!(sha256 = %request.sha256, offset = request.offset, error = %e, "a model transfer ended early");
-        let _ = send.reset(superfluid_link::control::STREAM_CANCELLED);
-        return;
+    match send_file(&fleet, Transport::Quic, &mut send, &request).await {
+        Ok(outcome) => record(&fleet, Transport::Quic, outcome),
+        Err(e) => {
+            tracing::info!(sha256 = %request.sha256, offset = request.offset, error = %e, "a model transfer ended early");
+            record(&fleet, Transport::Quic, TransferOutcome::Cut);
+            let _ = send.reset(superfluid_link::control::STREAM_CANCELLED);
+            return;
+        }
     }
     let _ = send.finish();
     // Wait until the node has every byte, or has stopped reading.
     let _ = send.stopped().await;
+}
+
+/// Counts a transfer that ended, on the fleet's metrics.
+fn record(fleet: &Fleet, over: Transport, outcome: TransferOutcome) {
+    fleet.metrics().transfer.record_transfer(over, outcome);
 }
 
 fn refused(reason: String) -> FetchReply {
@@ -75,12 +86,15 @@ fn refused(reason: String) -> FetchReply {
 }
 
 /// Sends the reply and, if the request is good, the file from its offset,
-/// on a QUIC stream or a TLS connection alike.
+/// on a QUIC stream or a TLS connection alike, counting the bytes sent;
+/// whether it sent the file or refused.
 async fn send_file<W: AsyncWrite + Unpin>(
-    store: &ModelStore,
+    fleet: &Fleet,
+    over: Transport,
     send: &mut W,
     request: &FetchRequest,
-) -> Result<(), TransferError> {
+) -> Result<TransferOutcome, TransferError> {
+    let store = &fleet.store;
     let Some(file) = store.by_sha256(&request.sha256) else {
         let reason = format!(
             "this head has no model file with sha256 {}; it serves {}",
@@ -94,6 +108,7 @@ async fn send_file<W: AsyncWrite + Unpin>(
         );
         return write_frame_to(send, &refused(reason))
             .await
+            .map(|()| TransferOutcome::Refused)
             .map_err(TransferError::Frame);
     };
     if request.offset > file.size {
@@ -103,6 +118,7 @@ async fn send_file<W: AsyncWrite + Unpin>(
         );
         return write_frame_to(send, &refused(reason))
             .await
+            .map(|()| TransferOutcome::Refused)
             .map_err(TransferError::Frame);
     }
     let mut reader = std::fs::File::open(&file.path).map_err(TransferError::Read)?;
@@ -114,14 +130,16 @@ async fn send_file<W: AsyncWrite + Unpin>(
         .map_err(TransferError::Frame)?;
     tracing::info!(model = %file.id, offset = request.offset, size = file.size, "sending a model file to a node");
     let mut chunks = read_ahead(reader, file.size - request.offset);
+    let sent = &fleet.metrics().transfer;
     while let Some(chunk) = chunks.recv().await {
         let chunk = chunk?;
         tokio::time::timeout(WRITE_STALL, send.write_all(&chunk))
             .await
             .map_err(|_| TransferError::Stalled)?
             .map_err(TransferError::Write)?;
+        sent.record_bytes(&file.id, over, chunk.len() as u64);
     }
-    Ok(())
+    Ok(TransferOutcome::Sent)
 }
 
 /// Reads `len` bytes of `file` on a blocking thread, [`READ_AHEAD`] chunks

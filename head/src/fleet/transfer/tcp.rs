@@ -17,9 +17,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::{refused, send_file, REQUEST_TIMEOUT};
+use super::{record, refused, send_file, REQUEST_TIMEOUT};
 use crate::fleet::Fleet;
-use crate::metrics::LinkRefusal;
+use crate::metrics::{LinkRefusal, TransferOutcome, Transport};
 
 /// Transfer connections open at once, at most (handshakes included); more
 /// are closed as they come. Each holds at most a few chunks of a file.
@@ -87,6 +87,7 @@ async fn serve_connection(fleet: Fleet, acceptor: TlsAcceptor, tcp: TcpStream, f
             Ok(Err(e)) => {
                 let _ =
                     write_frame_to(&mut tls, &refused(format!("bad transfer request: {e}"))).await;
+                record(&fleet, Transport::Tcp, TransferOutcome::Refused);
                 let _ = tls.shutdown().await;
                 return;
             }
@@ -97,12 +98,17 @@ async fn serve_connection(fleet: Fleet, acceptor: TlsAcceptor, tcp: TcpStream, f
             "this key has no Link F connection to the head; a node fetches models after the head welcomed it".into(),
         );
         let _ = write_frame_to(&mut tls, &reply).await;
+        record(&fleet, Transport::Tcp, TransferOutcome::Refused);
         let _ = tls.shutdown().await;
         return;
     }
-    if let Err(e) = send_file(&fleet.store, &mut tls, &request).await {
-        tracing::info!(%from, sha256 = %request.sha256, offset = request.offset, error = %e, "a model transfer ended early");
-        return;
+    match send_file(&fleet, Transport::Tcp, &mut tls, &request).await {
+        Ok(outcome) => record(&fleet, Transport::Tcp, outcome),
+        Err(e) => {
+            tracing::info!(%from, sha256 = %request.sha256, offset = request.offset, error = %e, "a model transfer ended early");
+            record(&fleet, Transport::Tcp, TransferOutcome::Cut);
+            return;
+        }
     }
     let _ = tls.shutdown().await;
 }

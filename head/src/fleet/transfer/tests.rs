@@ -51,6 +51,7 @@ fn files_are_found_by_hash_only() {
 mod over_link {
     use crate::fleet::model_store::{ModelFile, ModelStore};
     use crate::fleet::Fleet;
+    use crate::metrics::{TransferOutcome, Transport};
     use sha2::{Digest as _, Sha256};
     use std::time::Duration;
     use superfluid_link::transfer::{read_frame_from, write_frame_to, TransferClient};
@@ -208,6 +209,18 @@ mod over_link {
         for (_, whole) in fetch_both(&linked, &linked.sha256, 0).await {
             assert_eq!(whole, CONTENT);
         }
+        // Both ways are counted: two transfers each, the bytes of both.
+        let counted = &linked.fleet.metrics().transfer;
+        let bytes = (CONTENT.len() - 10 + CONTENT.len()) as u64;
+        for over in [Transport::Quic, Transport::Tcp] {
+            assert_eq!(
+                counted.transfers(over, TransferOutcome::Sent),
+                2,
+                "{over:?}"
+            );
+            assert_eq!(counted.bytes("m", over), bytes, "{over:?}");
+            assert_eq!(counted.transfers(over, TransferOutcome::Refused), 0);
+        }
     }
 
     #[tokio::test]
@@ -226,6 +239,16 @@ mod over_link {
                 );
                 assert!(bytes.is_empty(), "nothing follows a refusal");
             }
+        }
+        let counted = &linked.fleet.metrics().transfer;
+        for over in [Transport::Quic, Transport::Tcp] {
+            assert_eq!(
+                counted.transfers(over, TransferOutcome::Refused),
+                4,
+                "{over:?}"
+            );
+            assert_eq!(counted.transfers(over, TransferOutcome::Sent), 0);
+            assert_eq!(counted.bytes("m", over), 0);
         }
     }
 
