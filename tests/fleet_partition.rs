@@ -26,7 +26,7 @@ const ANSWER_TOKENS: u32 = 2000;
 const DROPPED_WITHIN: Duration = Duration::from_secs(3);
 
 /// `superfluid ARGS` run in namespace `ns` to its end; its stdout.
-fn run_in(pair: &NetnsPair, ns: &str, args: &[&str], dir: &Path) -> String {
+pub(crate) fn run_in(pair: &NetnsPair, ns: &str, args: &[&str], dir: &Path) -> String {
     let mut cmd = pair.command(ns, bin());
     cmd.args(args).arg("--data-dir").arg(dir);
     let ran = run_cmd(&args.join(" "), cmd, Duration::from_secs(60)).expect("running superfluid");
@@ -74,7 +74,12 @@ fn state_in(pair: &NetnsPair, head: &Head, name: &str) -> Option<String> {
 }
 
 /// `curl` run in namespace A against the head: streams its output.
-fn curl_in_a(pair: &NetnsPair, head: &Head, path: &str, body: Option<&Value>) -> Command {
+pub(crate) fn curl_in_a(
+    pair: &NetnsPair,
+    head: &Head,
+    path: &str,
+    body: Option<&Value>,
+) -> Command {
     let mut cmd = pair.command(&pair.a, "curl");
     cmd.args(["-sN", "--max-time", "120"]).arg(head.url(path));
     if let Some(body) = body {

@@ -17,9 +17,9 @@ use crate::support::model_path;
 
 /// The larger model `scripts/setup` installs (253 MB), so that a transfer
 /// lasts long enough to be cut.
-const LARGE: &str = "gemma-3-270m-q4_k_m";
+pub(crate) const LARGE: &str = "gemma-3-270m-q4_k_m";
 
-fn large_model_path() -> PathBuf {
+pub(crate) fn large_model_path() -> PathBuf {
     Path::new(&model_path()).with_file_name(format!("{LARGE}.gguf"))
 }
 
@@ -36,7 +36,7 @@ fn head_serving(dir: &Path, model: &Path) -> Result<Head> {
 
 /// Polls `path` until it holds some bytes but fewer than `size`; false if
 /// that is not seen within `timeout` (or the download finished first).
-fn wait_partly_written(path: &Path, size: u64, timeout: Duration) -> bool {
+pub(crate) fn wait_partly_written(path: &Path, size: u64, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if let Ok(meta) = std::fs::metadata(path) {
@@ -50,7 +50,7 @@ fn wait_partly_written(path: &Path, size: u64, timeout: Duration) -> bool {
 }
 
 /// The byte the node's log says it resumed from, if it says so.
-fn resumed_from(log: &str) -> Option<u64> {
+pub(crate) fn resumed_from(log: &str) -> Option<u64> {
     const SAID: &str = "resuming the model's download from byte ";
     let at = log.find(SAID)? + SAID.len();
     let digits: String = log[at..].chars().take_while(char::is_ascii_digit).collect();

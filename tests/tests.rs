@@ -20,6 +20,7 @@ mod fleet_shutdown;
 mod fleet_support;
 mod fleet_transfer;
 mod fleet_transfer_cuts;
+mod fleet_transfer_partition;
 mod idempotency;
 mod keys;
 mod keys_limits;

@@ -175,15 +175,26 @@ pub async fn fetch(
     // part of the buffer they are given that is not yet initialised.
     let mut gathered = vec![0u8; CHUNK];
     let mut filled = 0;
+    // The transfer port serves a node with a Link F connection: when that
+    // connection is lost (a pulled cable shows as its idle timeout, within
+    // seconds), the transfer is cut too, and resumes on the next one.
+    let link_lost = conn.closed();
+    tokio::pin!(link_lost);
     let received = loop {
-        let read = tokio::time::timeout(READ_STALL, recv.read(&mut gathered[filled..]))
-            .await
-            .unwrap_or_else(|_| {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no bytes for {READ_STALL:?}"),
-                ))
-            });
+        let read = tokio::select! {
+            read = tokio::time::timeout(READ_STALL, recv.read(&mut gathered[filled..])) => {
+                read.unwrap_or_else(|_| {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no bytes for {READ_STALL:?}"),
+                    ))
+                })
+            }
+            lost = &mut link_lost => Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                format!("the Link F connection to the head was lost ({lost})"),
+            )),
+        };
         match read {
             Ok(0) => break Ok(()),
             Ok(n) => {
