@@ -37,6 +37,30 @@ async fn keyed(server: &Server, path: &str, key: &str, body: &Value) -> (u16, bo
     (status, replayed, body)
 }
 
+/// POSTs `body` with `Idempotency-Key: key`: whether the answer says it
+/// was replayed, and the node it names.
+async fn keyed_node(server: &Server, key: &str, body: &Value) -> (bool, Option<String>) {
+    let resp = server
+        .client
+        .post(server.url("/v1/chat/completions"))
+        .header("Idempotency-Key", key)
+        .json(body)
+        .send()
+        .await
+        .expect("sending a request");
+    assert_eq!(resp.status(), 200);
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    (
+        header("idempotent-replayed").as_deref() == Some("true"),
+        header("x-superfluid-node"),
+    )
+}
+
 /// A chat request that samples (a fresh seed each time it runs).
 fn sampled(text: &str, max_tokens: u32) -> Value {
     let mut body = chat(json!([{"role": "user", "content": text}]), max_tokens);
@@ -59,6 +83,10 @@ async fn a_repeated_idempotency_key_answers_the_first_result_and_refuses_another
     assert!(replayed, "the repeat says it was replayed");
     // The same id and text: the first answer, not a second generation.
     assert_eq!(again, first);
+    // And the node that answered it.
+    let (replayed, node) = keyed_node(&server, "k-4", &body).await;
+    assert!(!replayed && node.is_some(), "a first answer names its node");
+    assert_eq!(keyed_node(&server, "k-4", &body).await, (true, node));
 
     let other = sampled("Tell me a fact about the moon.", 24);
     let (status, _, refused) = keyed(&server, "/v1/chat/completions", "k-1", &other).await;

@@ -6,8 +6,9 @@
 //! The first answer to a keyed request is kept for 24 hours beside the
 //! sessions ([`crate::sessions::idempotency`]), scoped to the API key that
 //! sent it. The same key with the same request (method, path and body)
-//! answers the kept result again, with `Idempotent-Replayed: true`, and
-//! generates nothing; the same key with another request is refused with
+//! answers the kept result again (status, body, `Content-Type` and the
+//! `x-superfluid-node` that answered first), with `Idempotent-Replayed:
+//! true`, and generates nothing; the same key with another request is refused with
 //! 422; the same key while its first request still runs, with 409.
 //!
 //! Answers that a retry should not get again are not kept: 5xx, 408, 409,
@@ -27,7 +28,7 @@ use sha2::{Digest, Sha256};
 
 use super::auth::Caller;
 use super::ollama::OllamaError;
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, NODE_HEADER};
 use crate::sessions::idempotency::Kept;
 
 /// The request header.
@@ -156,6 +157,11 @@ async fn keyed(
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
+        node: parts
+            .headers
+            .get(NODE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
         body: bytes.to_vec(),
     };
     if let Err(error) = store.keep_answer(scoped, kept).await {
@@ -208,6 +214,13 @@ fn replay(kept: Kept) -> Response {
         .and_then(|v| HeaderValue::from_str(v).ok())
     {
         headers.insert(header::CONTENT_TYPE, value);
+    }
+    if let Some(value) = kept
+        .node
+        .as_deref()
+        .and_then(|v| HeaderValue::from_str(v).ok())
+    {
+        headers.insert(NODE_HEADER, value);
     }
     headers.insert(REPLAYED, HeaderValue::from_static("true"));
     response

@@ -28,6 +28,8 @@ pub struct Kept {
     pub status: u16,
     /// Its `Content-Type`.
     pub content_type: Option<String>,
+    /// The node that answered (`x-superfluid-node`), where one did.
+    pub node: Option<String>,
     /// Its body.
     pub body: Vec<u8>,
 }
@@ -71,7 +73,7 @@ pub(super) fn get(db: Db<'_>, key: &ScopedKey) -> Result<Option<Kept>, SessionEr
     let oldest = now_ms() - TTL_MS;
     db.conn
         .prepare_cached(
-            "SELECT fingerprint, status, content_type, body FROM idempotency
+            "SELECT fingerprint, status, content_type, body, node FROM idempotency
              WHERE scope = ?1 AND key = ?2 AND created_ms >= ?3",
         )
         .and_then(|mut stmt| {
@@ -81,6 +83,7 @@ pub(super) fn get(db: Db<'_>, key: &ScopedKey) -> Result<Option<Kept>, SessionEr
                     status: r.get(1)?,
                     content_type: r.get(2)?,
                     body: r.get(3)?,
+                    node: r.get(4)?,
                 })
             })
             .optional()
@@ -97,8 +100,8 @@ pub(super) fn put(db: Db<'_>, key: &ScopedKey, kept: &Kept) -> Result<(), Sessio
         .and_then(|_| {
             db.conn.prepare_cached(
                 "INSERT OR REPLACE INTO idempotency
-                 (scope, key, fingerprint, status, content_type, body, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 (scope, key, fingerprint, status, content_type, body, created_ms, node)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
         })
         .and_then(|mut stmt| {
@@ -109,7 +112,8 @@ pub(super) fn put(db: Db<'_>, key: &ScopedKey, kept: &Kept) -> Result<(), Sessio
                 kept.status,
                 kept.content_type,
                 kept.body,
-                now
+                now,
+                kept.node
             ])
         })
         .map_err(|e| db.err(e))?;
@@ -135,6 +139,7 @@ mod tests {
             fingerprint: "f1".into(),
             status: 200,
             content_type: Some("application/json".into()),
+            node: Some("gpu1".into()),
             body: body.as_bytes().to_vec(),
         }
     }
@@ -159,6 +164,30 @@ mod tests {
             store.kept_answer(key("alice", "other")).await.unwrap(),
             None
         );
+    }
+
+    #[tokio::test]
+    async fn a_database_kept_before_answers_named_their_node_gains_the_column() {
+        let dir =
+            std::env::temp_dir().join(format!("superfluid-idempotency-old-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(DB_FILE);
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE idempotency (scope TEXT NOT NULL, key TEXT NOT NULL,
+                 fingerprint TEXT NOT NULL, status INTEGER NOT NULL, content_type TEXT,
+                 body BLOB NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (scope, key));",
+            )
+            .unwrap();
+        let store = SessionStore::open(&path).unwrap();
+        store.keep_answer(key("", "k"), kept("{}")).await.unwrap();
+        assert_eq!(
+            store.kept_answer(key("", "k")).await.unwrap(),
+            Some(kept("{}"))
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS idempotency (
     fingerprint TEXT NOT NULL,
     status      INTEGER NOT NULL,
     content_type TEXT,
+    node        TEXT,
     body        BLOB NOT NULL,
     created_ms  INTEGER NOT NULL,
     PRIMARY KEY (scope, key)
@@ -58,22 +59,25 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, SessionError> {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.execute_batch(SCHEMA)?;
-        add_owner(&conn)
+        add_column(&conn, "sessions", "owner")?;
+        conn.execute_batch("CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(owner)")?;
+        add_column(&conn, "idempotency", "node")
     };
     setup().map_err(|e| classify(path, e))?;
     Ok(conn)
 }
 
-/// Databases made before sessions had owners get the column; the index on
-/// it is made here, once the column is sure to exist.
-fn add_owner(conn: &Connection) -> rusqlite::Result<()> {
+/// Gives `table` the TEXT column `column` if a database made before it
+/// lacks it (sessions' `owner`, a kept answer's `node`); indexes on such a
+/// column are made after this, once it is sure to exist.
+fn add_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<()> {
     let has = conn
-        .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
-        .exists([])?;
+        .prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
+        .exists([table, column])?;
     if !has {
-        conn.execute_batch("ALTER TABLE sessions ADD COLUMN owner TEXT")?;
+        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))?;
     }
-    conn.execute_batch("CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(owner)")
+    Ok(())
 }
 
 /// Opens a reader connection on a database the writer has set up.
