@@ -68,6 +68,21 @@ async fn json_logs_give_one_line_per_request_with_its_fields() {
 
     let (status, _, _) = head.chat("Say hello.", 4).await.expect("a chat");
     assert_eq!(status, 200);
+    // One keyed request, then its replay: the replay's line names the node
+    // that answered first.
+    let keyed = json!({"model": crate::support::MODEL, "max_tokens": 4,
+        "messages": [{"role": "user", "content": "Say hi."}]});
+    for _ in 0..2 {
+        let resp = head
+            .client
+            .post(head.url("/v1/chat/completions"))
+            .header("Idempotency-Key", "log-1")
+            .json(&keyed)
+            .send()
+            .await
+            .expect("a keyed chat");
+        assert_eq!(resp.status().as_u16(), 200);
+    }
     let unknown =
         json!({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]});
     assert_eq!(head.post_chat(&unknown).await.status().as_u16(), 404);
@@ -86,7 +101,8 @@ async fn json_logs_give_one_line_per_request_with_its_fields() {
 
     let logged = wait_until(
         || {
-            !lines_saying(&head, "generation done").is_empty()
+            lines_saying(&head, "generation done").len() >= 2
+                && !lines_saying(&head, "request done").is_empty()
                 && lines_saying(&head, "request refused").len() >= 3
         },
         Duration::from_secs(10),
@@ -98,7 +114,14 @@ async fn json_logs_give_one_line_per_request_with_its_fields() {
     }
 
     let done = lines_saying(&head, "generation done");
-    assert_eq!(done.len(), 1, "{log}");
+    assert_eq!(done.len(), 2, "a chat and the keyed one: {log}");
+    let replayed = lines_saying(&head, "request done");
+    assert!(
+        replayed
+            .iter()
+            .any(|l| l["span"]["node"] == "json-node" && l["span"]["outcome"] == 200),
+        "the replay's line should name the node: {log}"
+    );
     let span = &done[0]["span"];
     assert_eq!(span["name"], "request", "{log}");
     assert!(

@@ -76,6 +76,14 @@ async fn log(request: Request, next: Next) -> Response {
     if let Some(key) = seen.key.get() {
         span.record("key", key.as_str());
     }
+    // A replayed Idempotency-Key answer names the node that answered it.
+    if let Some(node) = response
+        .headers()
+        .get(super::NODE_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
+        span.record("node", node);
+    }
     span.record("outcome", status);
     span.in_scope(|| {
         if status >= 400 {
