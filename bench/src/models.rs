@@ -4,9 +4,11 @@
 //!
 //! Link F's side is the real path: a head's listener serving its model
 //! store, a node welcomed by it, and the node's model cache fetching,
-//! hashing and writing the file, then verifying and renaming it. The TCP
-//! side reads the file and writes what arrives to another file, nothing
-//! more: the floor a transfer cannot beat on this machine.
+//! hashing and writing the file, then verifying and renaming it; over the
+//! head's transfer port (TLS on TCP) as nodes fetch, and over a QUIC
+//! stream, the fallback. The TCP side reads the file and writes what
+//! arrives to another file, nothing more: the floor a transfer cannot beat
+//! on this machine.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
