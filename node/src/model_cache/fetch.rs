@@ -5,7 +5,9 @@
 //! [`superfluid_link::transfer`]), or, where that port does not answer, a
 //! stream the node opens on its Link F connection.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use superfluid_link::transfer::{read_frame_from, write_frame_to, TransferClient};
@@ -181,21 +183,7 @@ pub async fn fetch(
     let link_lost = conn.closed();
     tokio::pin!(link_lost);
     let received = loop {
-        let read = tokio::select! {
-            read = tokio::time::timeout(READ_STALL, recv.read(&mut gathered[filled..])) => {
-                read.unwrap_or_else(|_| {
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("no bytes for {READ_STALL:?}"),
-                    ))
-                })
-            }
-            lost = &mut link_lost => Err(std::io::Error::new(
-                std::io::ErrorKind::ConnectionAborted,
-                format!("the Link F connection to the head was lost ({lost})"),
-            )),
-        };
-        match read {
+        match read_some(&mut recv, &mut gathered[filled..], link_lost.as_mut()).await {
             Ok(0) => break Ok(()),
             Ok(n) => {
                 got += n as u64;
@@ -239,6 +227,28 @@ pub async fn fetch(
     report(progress_of(done));
     tracing::info!(model = %offer.id, path = %path.display(), "fetched and verified the model");
     Ok(path)
+}
+
+/// Reads the next bytes into `buf` (0 at the end of the file), or says
+/// why none come: they stopped for [`READ_STALL`], or the Link F
+/// connection (`link_lost`) was lost.
+async fn read_some(
+    recv: &mut Incoming,
+    buf: &mut [u8],
+    link_lost: Pin<&mut impl Future<Output = quinn::ConnectionError>>,
+) -> std::io::Result<usize> {
+    tokio::select! {
+        read = tokio::time::timeout(READ_STALL, recv.read(buf)) => read.unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no bytes for {READ_STALL:?}"),
+            ))
+        }),
+        lost = link_lost => Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            format!("the Link F connection to the head was lost ({lost})"),
+        )),
+    }
 }
 
 /// Why a transfer could not be started.
