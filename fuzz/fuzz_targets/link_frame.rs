@@ -8,21 +8,25 @@
 use libfuzzer_sys::fuzz_target;
 use serde::{de::DeserializeOwned, Serialize};
 use superfluid_proto::{
-    decode, encode, ControlMsg, EmbedReply, FrameReader, GenerateEvent, HeadReply, HeadStream,
-    JoinClaims, NodeHello,
+    decode, encode, ControlMsg, EmbedReply, FetchReply, FrameReader, GenerateEvent, HeadReply,
+    HeadStream, JoinClaims, NodeHello, NodeStream,
 };
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, stream)) = data.split_first() else {
         return;
     };
-    match selector % 7 {
+    match selector % 9 {
         0 => frames::<NodeHello>(selector, stream),
         1 => frames::<HeadReply>(selector, stream),
         2 => frames::<ControlMsg>(selector, stream),
         3 => frames::<HeadStream>(selector, stream),
         4 => frames::<GenerateEvent>(selector, stream),
         5 => frames::<EmbedReply>(selector, stream),
+        // A model transfer's request and reply, on a QUIC stream or the
+        // transfer port alike.
+        6 => frames::<NodeStream>(selector, stream),
+        7 => frames::<FetchReply>(selector, stream),
         _ => {
             if let Ok(claims) = JoinClaims::from_bytes(stream) {
                 let bytes = claims.to_bytes().expect("decoded claims encode");
@@ -35,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
 
 /// Reads every frame of `stream`, arriving in two pieces, as `T`.
 fn frames<T: Serialize + DeserializeOwned>(selector: u8, stream: &[u8]) {
-    let cut = usize::from(selector / 7).min(stream.len());
+    let cut = usize::from(selector / 9).min(stream.len());
     let (first, second) = stream.split_at(cut);
     let mut reader = FrameReader::default();
     reader.push(first);
