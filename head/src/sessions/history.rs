@@ -40,6 +40,12 @@ pub(super) struct Segment {
 /// An event's columns as read: `id, seq, kind, body, created_ms`.
 pub(super) type EventRow = (i64, i64, String, String, i64);
 
+/// An [`EventRow`] from a query that selects `id, seq, kind, body,
+/// created_ms` of `events`, in that order.
+pub(super) fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
 pub(super) const SESSION_COLUMNS: &str =
     "id, parent, fork_at, base_seq, created_ms, title, tags, archived, version";
 
@@ -210,15 +216,7 @@ impl Db<'_> {
                         segment.hi,
                         want
                     ],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, String>(3)?,
-                            r.get::<_, i64>(4)?,
-                        ))
-                    },
+                    event_row,
                 )
                 .map_err(|e| self.err(e))?;
             for found in rows {

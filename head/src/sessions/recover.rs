@@ -10,7 +10,7 @@ use rusqlite::params;
 use serde_json::Value;
 
 use super::error::SessionError;
-use super::history::Db;
+use super::history::{event_row, Db};
 use super::ops::insert_event;
 use super::store::SessionStore;
 use super::types::{Event, EventKind, SessionId};
@@ -85,15 +85,7 @@ fn open_turn(db: Db<'_>, session: SessionId) -> Result<Vec<Event>, SessionError>
         )
         .map_err(|e| db.err(e))?;
     let rows = stmt
-        .query_map(params![session.0, TURN_EVENTS], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, i64>(4)?,
-            ))
-        })
+        .query_map(params![session.0, TURN_EVENTS], event_row)
         .map_err(|e| db.err(e))?;
     let mut turn = Vec::new();
     for row in rows {
