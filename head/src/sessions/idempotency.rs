@@ -176,7 +176,8 @@ mod tests {
         rusqlite::Connection::open(&path)
             .unwrap()
             .execute_batch(
-                "CREATE TABLE idempotency (scope TEXT NOT NULL, key TEXT NOT NULL,
+                "PRAGMA journal_mode = WAL;
+                 CREATE TABLE idempotency (scope TEXT NOT NULL, key TEXT NOT NULL,
                  fingerprint TEXT NOT NULL, status INTEGER NOT NULL, content_type TEXT,
                  body BLOB NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (scope, key));",
             )

@@ -71,13 +71,24 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection, SessionError> {
 /// lacks it (sessions' `owner`, a kept answer's `node`); indexes on such a
 /// column are made after this, once it is sure to exist.
 fn add_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<()> {
-    let has = conn
-        .prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
-        .exists([table, column])?;
-    if !has {
-        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))?;
+    if has_column(conn, table, column)? {
+        return Ok(());
     }
-    Ok(())
+    add_missing_column(conn, table, column)
+}
+
+/// Adds the column found missing; another process opening the same file
+/// at once may have added it since, which is as good.
+fn add_missing_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<()> {
+    match conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT")) {
+        Err(_) if has_column(conn, table, column)? => Ok(()),
+        added => added,
+    }
+}
+
+fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    conn.prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
+        .exists([table, column])
 }
 
 /// Opens a reader connection on a database the writer has set up.
@@ -127,5 +138,24 @@ pub(super) fn classify(path: &Path, source: rusqlite::Error) -> SessionError {
     SessionError::Db {
         path: path.to_owned(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{add_column, add_missing_column, has_column};
+    use rusqlite::Connection;
+
+    #[test]
+    fn a_missing_column_is_added_once_and_one_added_meanwhile_is_taken_as_is() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (a TEXT)").unwrap();
+        add_column(&conn, "t", "b").unwrap();
+        assert!(has_column(&conn, "t", "b").unwrap());
+        add_column(&conn, "t", "b").unwrap();
+        // As when another process added it between the check and the ALTER.
+        add_missing_column(&conn, "t", "b").unwrap();
+        // Any other failure is still one.
+        assert!(add_missing_column(&conn, "no_such_table", "b").is_err());
     }
 }
