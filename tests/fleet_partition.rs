@@ -73,6 +73,26 @@ fn state_in(pair: &NetnsPair, head: &Head, name: &str) -> Option<String> {
     node["state"].as_str().map(str::to_owned)
 }
 
+/// A head in namespace A serving `model`, its Link F on A's veth address
+/// (reachable from B over the pair), its HTTP on A's loopback.
+pub(crate) fn head_in_a(pair: &NetnsPair, dir: &Path, model: &Path) -> anyhow::Result<Head> {
+    let link = format!("{}:0", pair.addr_a);
+    let mut cmd = pair.command(&pair.a, bin());
+    cmd.args([
+        "head",
+        "--http",
+        "127.0.0.1:0",
+        "--link",
+        &link,
+        "--no-mdns",
+    ])
+    .arg("--data-dir")
+    .arg(dir)
+    .arg("--model")
+    .arg(model);
+    Head::spawn(dir, cmd)
+}
+
 /// `curl` run in namespace A against the head: streams its output.
 pub(crate) fn curl_in_a(
     pair: &NetnsPair,
@@ -101,22 +121,9 @@ async fn a_stream_on_a_partitioned_node_finishes_on_another() {
         TempDir::new("cut-far"),
         TempDir::new("cut-near"),
     );
-    // The head in A, reachable from B over the veth pair.
-    let link = format!("{}:0", pair.addr_a);
-    let mut cmd = pair.command(&pair.a, bin());
-    cmd.args([
-        "head",
-        "--http",
-        "127.0.0.1:0",
-        "--link",
-        &link,
-        "--no-mdns",
-    ])
-    .arg("--data-dir")
-    .arg(head_dir.path())
-    .arg("--model")
-    .arg(model_path());
-    let head = Head::spawn(head_dir.path(), cmd).expect("starting the head in namespace A");
+    let model = model_path();
+    let head = head_in_a(&pair, head_dir.path(), Path::new(&model))
+        .expect("starting the head in namespace A");
     let mint = |pair: &NetnsPair| {
         let url = head.base();
         run_in(pair, &pair.a, &["fleet", "token", "--url", &url], &head.dir)

@@ -49,6 +49,25 @@ pub(crate) fn wait_partly_written(path: &Path, size: u64, timeout: Duration) -> 
     false
 }
 
+/// The length of the partial file a cut transfer left in the cache at
+/// `home`, which must hold part of the model's `size` bytes, and no model
+/// in place.
+pub(crate) fn partly_held(home: &Path, sha256: &str, size: u64) -> Result<u64> {
+    let partial = cached(home, sha256, "partial");
+    let held = std::fs::metadata(&partial)
+        .with_context(|| format!("the cut left no {}", partial.display()))?
+        .len();
+    ensure!(
+        held > 0 && held < size,
+        "the cut should leave part of the file, not {held} of {size} bytes"
+    );
+    ensure!(
+        !cached(home, sha256, "gguf").exists(),
+        "a cut download must not leave a model in place"
+    );
+    Ok(held)
+}
+
 /// The byte the node's log says it resumed from, if it says so.
 pub(crate) fn resumed_from(log: &str) -> Option<u64> {
     const SAID: &str = "resuming the model's download from byte ";
@@ -82,17 +101,7 @@ async fn a_node_killed_mid_download_resumes_where_it_stopped() -> Result<()> {
         first.proc.log()
     );
     first.proc.kill(); // SIGKILL: no chance to clean up.
-    let held = std::fs::metadata(&partial)
-        .with_context(|| format!("the killed node left no {}", partial.display()))?
-        .len();
-    ensure!(
-        held > 0 && held < size,
-        "the cut should leave part of the file, not {held} of {size} bytes"
-    );
-    ensure!(
-        !cached(home.path(), &sha256, "gguf").exists(),
-        "a cut download must not leave a model in place"
-    );
+    let held = partly_held(home.path(), &sha256, size)?;
 
     // The credential was saved on the welcome: a plain `superfluid node`.
     let mut cmd = Command::new(bin());

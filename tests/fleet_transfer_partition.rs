@@ -13,10 +13,12 @@ use anyhow::{ensure, Context, Result};
 use serde_json::{json, Value};
 use superfluid_link::digest::sha256_file;
 
-use crate::fleet_partition::{curl_in_a, run_in};
+use crate::fleet_partition::{curl_in_a, head_in_a, run_in};
 use crate::fleet_support::{bin, run_cmd, serial, wait_until, Head, Node, Proc, TempDir, LIGHT};
 use crate::fleet_transfer::cached;
-use crate::fleet_transfer_cuts::{large_model_path, resumed_from, wait_partly_written, LARGE};
+use crate::fleet_transfer_cuts::{
+    large_model_path, partly_held, resumed_from, wait_partly_written, LARGE,
+};
 use crate::netns::{NetnsPair, VETH_A, VETH_B};
 
 /// `ip ARGS` or `tc ARGS`, which must succeed.
@@ -68,21 +70,7 @@ async fn a_transfer_cut_by_a_pulled_cable_resumes_when_the_link_returns() -> Res
     )?;
 
     let head_dir = TempDir::new("xfer-head");
-    let link = format!("{}:0", pair.addr_a);
-    let mut cmd = pair.command(&pair.a, bin());
-    cmd.args([
-        "head",
-        "--http",
-        "127.0.0.1:0",
-        "--link",
-        &link,
-        "--no-mdns",
-    ])
-    .arg("--data-dir")
-    .arg(head_dir.path())
-    .arg("--model")
-    .arg(&model);
-    let head = Head::spawn(head_dir.path(), cmd)?;
+    let head = head_in_a(&pair, head_dir.path(), &model)?;
     let args = ["fleet", "token", "--url", &head.base()];
     let token = run_in(&pair, &pair.a, &args, &head.dir).trim().to_owned();
 
@@ -109,17 +97,7 @@ async fn a_transfer_cut_by_a_pulled_cable_resumes_when_the_link_returns() -> Res
             Duration::from_secs(20),
         )
         .context("the node should give the transfer up with its Link F connection")?;
-    let held = std::fs::metadata(&partial)
-        .with_context(|| format!("the cut left no {}", partial.display()))?
-        .len();
-    ensure!(
-        held > 0 && held < size,
-        "the cut should leave part of the file, not {held} of {size} bytes"
-    );
-    ensure!(
-        !cached(home.path(), &sha256, "gguf").exists(),
-        "a cut transfer must not leave a model in place"
-    );
+    let held = partly_held(home.path(), &sha256, size)?;
 
     run("ip", &["-n", &pair.b, "link", "set", "dev", VETH_B, "up"])?;
     ensure!(
