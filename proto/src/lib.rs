@@ -29,6 +29,7 @@ pub mod messages;
 pub mod placement;
 pub mod token;
 pub mod transfer;
+pub mod watchdog;
 
 pub use blocks::{block_hashes, model_seed, BlockHash, BLOCK_TOKENS};
 pub use embed::{

@@ -22,16 +22,6 @@ use crate::fleet::{Fleet, FleetError, RemoteGeneration};
 /// killing them, and its client hears why.
 pub const MAX_MOVES: usize = 3;
 
-/// How long a stream may go without an event before the watchdog may
-/// give up on it, however fast its node has been. A step that shares the
-/// batch with another request's prefill chunk is many decode steps long;
-/// this stays well above any such step on a loaded two-core machine.
-const STALL_FLOOR: Duration = Duration::from_secs(10);
-
-/// How many of the slowest step seen so far a stream may wait before the
-/// watchdog gives up on it.
-const STALL_STEPS: u32 = 20;
-
 /// How long a generation that lost its node waits for another to come up
 /// (a restarted node reconnecting) before its client hears that none can
 /// take it over.
@@ -63,42 +53,7 @@ impl Cause {
     }
 }
 
-/// The progress watchdog of one node's stream.
-///
-/// A node that answers keep-alives but makes no progress on a stream (a
-/// hung engine thread, a frozen device) keeps its connection alive, so the
-/// idle timeout never fires. Once the stream has carried tokens, the
-/// watchdog knows the node's step time and gives up on the stream when
-/// nothing comes for [`STALL_STEPS`] of its slowest step, and at least
-/// [`STALL_FLOOR`]. Before the first token it waits: the prompt's prefill
-/// and the node's queue have no step time to measure against.
-#[derive(Debug, Default)]
-pub struct Watchdog {
-    last: Option<Instant>,
-    slowest: Duration,
-}
-
-impl Watchdog {
-    /// A new stream: nothing measured yet.
-    pub fn restart(&mut self) {
-        *self = Watchdog::default();
-    }
-
-    /// Tokens arrived now.
-    pub fn tokens(&mut self) {
-        let now = Instant::now();
-        if let Some(last) = self.last {
-            self.slowest = self.slowest.max(now.duration_since(last));
-        }
-        self.last = Some(now);
-    }
-
-    /// How long the next event may take, or `None` for no limit.
-    pub fn limit(&self) -> Option<Duration> {
-        self.last?;
-        Some(STALL_FLOOR.max(self.slowest.saturating_mul(STALL_STEPS)))
-    }
-}
+pub use superfluid_proto::watchdog::Watchdog;
 
 /// What moving a generation takes: the fleet, the request as first sent,
 /// and the nodes it has run on.
@@ -267,26 +222,5 @@ mod tests {
         assert_eq!(next.logprobs, Some(1));
         let again = continuation(&first, &[7, 8, 4], 7);
         assert_eq!(again.sampling.generated, 3);
-    }
-
-    #[test]
-    fn the_watchdog_waits_without_limit_until_the_first_token() {
-        let mut dog = Watchdog::default();
-        assert_eq!(dog.limit(), None);
-        dog.tokens();
-        assert_eq!(dog.limit(), Some(STALL_FLOOR));
-        dog.restart();
-        assert_eq!(dog.limit(), None);
-    }
-
-    #[test]
-    fn a_slow_node_gets_a_longer_watchdog_than_the_floor() {
-        let mut dog = Watchdog {
-            last: Some(Instant::now()),
-            slowest: Duration::from_secs(1),
-        };
-        assert_eq!(dog.limit(), Some(Duration::from_secs(20)));
-        dog.tokens();
-        assert!(dog.limit() >= Some(Duration::from_secs(20)));
     }
 }
