@@ -70,6 +70,14 @@ pub enum EngineError {
     /// The engine thread has stopped.
     #[error("the engine has stopped")]
     Stopped,
+    /// The model's engine host kept dying and the node gave up on it.
+    #[error("model {model:?} is not served on this node: {reason}")]
+    HostFailed {
+        /// The model.
+        model: String,
+        /// Why its host was given up on.
+        reason: String,
+    },
     /// Embeddings were asked of a model that does not embed.
     #[error("model {model:?} cannot compute embeddings (its GGUF names no pooling type); use an embedding model such as all-MiniLM-L6-v2")]
     CannotEmbed {
@@ -96,6 +104,9 @@ impl EngineError {
             Self::EmptyPrompt => FailureKind::EmptyPrompt,
             Self::Stopped => FailureKind::Stopped,
             Self::Load { .. } | Self::Context { .. } => FailureKind::Engine,
+            // Another node may still serve the model: the head moves the
+            // generation there.
+            Self::HostFailed { .. } => FailureKind::Stopped,
         }
     }
 }
@@ -120,6 +131,12 @@ pub trait Engine: Send + Sync + 'static {
         Err(EngineError::CannotEmbed {
             model: self.info().model.id.clone(),
         })
+    }
+
+    /// Why the engine can no longer serve, once it cannot (an engine host
+    /// that kept dying); the agent then unloads the model.
+    fn failure(&self) -> Option<String> {
+        None
     }
 }
 

@@ -9,8 +9,11 @@
 //! and only whole blocks of [`BLOCK_TOKENS`] tokens (see
 //! [`superfluid_proto::blocks`]).
 
+mod mirror;
 #[cfg(test)]
 mod tests;
+
+pub use mirror::MirrorError;
 
 use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};

@@ -18,6 +18,7 @@ pub mod credential;
 pub mod engine;
 pub mod fake;
 pub mod hardware;
+pub mod host;
 pub mod ledger;
 pub mod llama;
 pub mod model_cache;

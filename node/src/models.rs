@@ -118,6 +118,20 @@ impl ModelSet {
         removed
     }
 
+    /// Unloads every model whose engine can no longer serve (see
+    /// [`Engine::failure`]), saying why.
+    pub fn drop_failed(&self) {
+        let failed: Vec<(String, String)> = self
+            .lock()
+            .iter()
+            .filter_map(|l| Some((l.description.id.clone(), l.engine.failure()?)))
+            .collect();
+        for (id, why) in failed {
+            tracing::error!(model = %id, "unloading model {id}: {why}");
+            self.remove(&id);
+        }
+    }
+
     /// The engine serving model `id`, if it is loaded.
     pub fn engine(&self, id: &str) -> Option<Arc<dyn Engine>> {
         self.lock()

@@ -124,7 +124,12 @@ async fn run(
                     write_kv(send, update).await?;
                 }
             }
-            _ = load.tick() => reported.loads(send, false).await?,
+            _ = load.tick() => {
+                // A model whose engine host kept dying leaves the set; the
+                // models report that follows tells the head.
+                models.drop_failed();
+                reported.loads(send, false).await?;
+            }
             changed = changes.changed() => {
                 if changed.is_err() {
                     return Ok(());

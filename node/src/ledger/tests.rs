@@ -284,3 +284,67 @@ async fn changed_wakes_when_events_are_pending() {
         [KvEvent::Stored { slot: 0, .. }]
     ));
 }
+
+#[test]
+fn a_mirror_fed_a_hosts_updates_holds_the_same_chains_and_relays_them() {
+    let host = Ledger::new("m", 2);
+    let mirror = Ledger::new("m", 2);
+    let first = mirror.snapshot();
+    assert!(first
+        .events
+        .iter()
+        .all(|e| matches!(e, KvEvent::Cleared { .. })));
+    let prompt = tokens(3 * B + 5, 1);
+    host.extend(0, &prompt);
+    host.extend(1, &tokens(2 * B, 2));
+    host.truncate(0, B);
+    host.clear(1);
+    let update = host.take().expect("changes");
+    mirror
+        .apply("m", update.events.clone())
+        .expect("a good update");
+    assert_eq!(mirror.chains(), host.chains());
+    // The agent relays what the mirror received, so the head's copy matches.
+    let mut head = Head::default();
+    head.apply(&mirror.take().expect("relayed"));
+    assert_eq!(head.chains.get(&0), Some(&host.chains()[0]));
+}
+
+#[test]
+fn a_mirror_refuses_events_that_cannot_be_a_hosts() {
+    let mirror = Ledger::new("m", 2);
+    let wrong_slot = vec![KvEvent::Cleared { slot: 2 }];
+    assert_eq!(
+        mirror.apply("m", wrong_slot),
+        Err(MirrorError::NoSuchSlot { slot: 2, slots: 2 })
+    );
+    let not_held = vec![KvEvent::Removed {
+        slot: 0,
+        blocks: vec![7],
+    }];
+    assert_eq!(
+        mirror.apply("m", not_held),
+        Err(MirrorError::NotHeld { slot: 0 })
+    );
+    assert!(matches!(
+        mirror.apply("other", Vec::new()),
+        Err(MirrorError::OtherModel { .. })
+    ));
+}
+
+#[test]
+fn resetting_a_ledger_clears_every_slot_and_its_load() {
+    let ledger = Ledger::new("m", 2);
+    ledger.extend(0, &tokens(2 * B, 3));
+    ledger.set_load(2, 1, 40);
+    let _ = ledger.take();
+    ledger.reset();
+    assert!(ledger.chains().iter().all(Vec::is_empty));
+    let load = ledger.load_report();
+    assert_eq!(
+        (load.running, load.queued, load.queued_prompt_tokens),
+        (0, 0, 0)
+    );
+    let update = ledger.take().expect("the clear is relayed");
+    assert_eq!(update.events, vec![KvEvent::Cleared { slot: 0 }]);
+}
