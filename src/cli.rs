@@ -52,6 +52,10 @@ pub enum Command {
     /// acknowledged event: the subject of the crash test.
     #[command(hide = true)]
     SessionsWriter(crate::sessions_writer::Flags),
+    /// Runs one model's engine for the node that started it, speaking to it
+    /// over the Unix socket on stdin.
+    #[command(hide = true)]
+    EngineHost(crate::engine_host::Flags),
 }
 
 impl Command {
@@ -66,7 +70,8 @@ impl Command {
             | Command::Keys(_)
             | Command::Models(_)
             | Command::Top(_)
-            | Command::SessionsWriter(_) => None,
+            | Command::SessionsWriter(_)
+            | Command::EngineHost(_) => None,
         }
     }
 
@@ -78,6 +83,7 @@ impl Command {
             Command::Head(flags) => flags.logs.log_format,
             Command::Node(flags) => flags.logs.log_format,
             Command::Fleet(FleetCommand::Join { logs, .. }) => logs.log_format,
+            Command::EngineHost(flags) => flags.log_format,
             _ => LogFormat::Text,
         }
     }
@@ -103,6 +109,11 @@ pub struct EngineFlags {
     /// slower prompts while many are.
     #[arg(long, env = "SUPERFLUID_SHARED_KV")]
     pub shared_kv: bool,
+    /// Run llama.cpp inside this process instead of in an engine host (a
+    /// child process per model). Starts a little faster, but an abort in
+    /// llama.cpp then ends this process, and with `serve` the head too.
+    #[arg(long, env = "SUPERFLUID_ENGINE_IN_PROCESS")]
+    pub engine_in_process: bool,
 }
 
 /// Who may use the client APIs.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use llama_cpp_2::llama_backend::LlamaBackend;
+use superfluid_node::host::{HostCommand, HostEngine, RestartPolicy};
 use superfluid_node::llama::embed::{file_pooling, EmbedEngine};
 use superfluid_node::llama::{LlamaConfig, LlamaEngine};
 use superfluid_node::Engine;
@@ -112,6 +113,10 @@ pub struct EngineConfig {
     pub shared_kv: bool,
     /// The id clients name the model by; the file stem when `None`.
     pub model_id: Option<String>,
+    /// Run llama.cpp inside this process instead of an engine host.
+    pub in_process: bool,
+    /// How the engine host logs (the node's own format).
+    pub log_format: crate::logging::LogFormat,
 }
 
 impl EngineConfig {
@@ -123,13 +128,60 @@ impl EngineConfig {
             threads: at_least("threads", flags.threads.unwrap_or(cores() as u32), 1)?,
             shared_kv: flags.shared_kv,
             model_id: None,
+            in_process: flags.engine_in_process,
+            log_format: crate::logging::current(),
         })
     }
 
-    /// Loads the model and starts the engine its GGUF calls for: the
+    /// Starts the model's engine: in an engine host of its own (a child
+    /// process: an abort in llama.cpp ends only it), or in this process
+    /// with `--engine-in-process`.
+    pub async fn start(&self, backend: &Arc<LlamaBackend>) -> Result<Arc<dyn Engine>> {
+        if self.in_process {
+            return self.start_here(backend);
+        }
+        let engine = HostEngine::start(self.host_command(), RestartPolicy::default())
+            .await
+            .context("starting the engine host")?;
+        Ok(Arc::new(engine))
+    }
+
+    /// The model id this config serves the model as.
+    pub fn id(&self) -> String {
+        self.model_id
+            .clone()
+            .unwrap_or_else(|| superfluid_proto::model_id_from_path(&self.model))
+    }
+
+    /// `superfluid engine-host` with this config's flags.
+    fn host_command(&self) -> HostCommand {
+        let mut args: Vec<std::ffi::OsString> = vec!["engine-host".into(), "--model".into()];
+        args.push(self.model.clone().into());
+        for (flag, value) in [
+            ("--model-id", self.id()),
+            ("--slots", self.slots.to_string()),
+            ("--ctx", self.ctx.to_string()),
+            ("--threads", self.threads.to_string()),
+            ("--log-format", self.log_format.as_str().to_owned()),
+        ] {
+            args.push(flag.into());
+            args.push(value.into());
+        }
+        if self.shared_kv {
+            args.push("--shared-kv".into());
+        }
+        HostCommand {
+            program: this_binary(),
+            args,
+            model_id: self.id(),
+        }
+    }
+
+    /// Loads the model and starts the engine its GGUF calls for, in this
+    /// process: the
     /// embedding engine for a model that names a pooling type (by the rule
     /// the head applies too), the generation engine for any other.
-    pub fn start(&self, backend: &Arc<LlamaBackend>) -> Result<Arc<dyn Engine>> {
+    pub fn start_here(&self, backend: &Arc<LlamaBackend>) -> Result<Arc<dyn Engine>> {
         let config = self.llama_config();
         if let Some(pooling) = file_pooling(backend, &self.model).context("reading the model")? {
             tracing::info!(model = %self.model.display(), pooling = pooling.as_str(), "an embedding model: serving embeddings");
@@ -168,8 +220,22 @@ impl superfluid_node::models::Loader for LlamaLoader {
             model_id: Some(id.to_owned()),
             ..self.config.clone()
         };
-        config.start(&self.backend).map_err(|e| format!("{e:#}"))
+        // Called on a blocking thread of the node's runtime.
+        tokio::runtime::Handle::current()
+            .block_on(config.start(&self.backend))
+            .map_err(|e| format!("{e:#}"))
     }
+}
+
+/// The binary this process runs, to start engine hosts with. On Linux
+/// `/proc/self/exe`, which stays this very binary even when an update
+/// replaced the file on disk.
+fn this_binary() -> PathBuf {
+    let proc_self = PathBuf::from("/proc/self/exe");
+    if proc_self.exists() {
+        return proc_self;
+    }
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("superfluid"))
 }
 
 /// llama.cpp's backend, once per process, with its logs sent to `tracing`.

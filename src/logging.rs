@@ -29,8 +29,27 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    /// The flag's value for this format.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Json => "json",
+        }
+    }
+}
+
+/// The format [`init`] chose, for the engine hosts this process starts.
+static CHOSEN: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// The format this process logs in.
+pub fn current() -> LogFormat {
+    CHOSEN.get().copied().unwrap_or_default()
+}
+
 /// Sends the process's logs to stderr in `format`.
 pub fn init(format: LogFormat) {
+    let _ = CHOSEN.set(format);
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG));
     let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

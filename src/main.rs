@@ -5,6 +5,7 @@
 mod admin_client;
 mod cli;
 mod engine;
+mod engine_host;
 mod fake_node;
 mod fleet_cmd;
 mod head_cmd;
@@ -32,6 +33,12 @@ fn main() -> std::process::ExitCode {
         .engine()
         .filter(|_| !engine::GPU_BUILD)
         .map(|flags| runtime::workers_beside(flags.threads.map_or(cores, |t| t as usize), cores));
+    // An engine host's async work is relaying its engine's events: one
+    // thread beside the engine's.
+    let workers = match args.command {
+        cli::Command::EngineHost(_) => Some(1),
+        _ => workers,
+    };
     let result = runtime::block_on(workers, async move {
         match args.command {
             cli::Command::Serve(flags) => serve::run(flags).await,
@@ -42,6 +49,7 @@ fn main() -> std::process::ExitCode {
             cli::Command::Models(command) => models_cmd::run(command).await,
             cli::Command::Top(flags) => top::run(flags).await,
             cli::Command::SessionsWriter(flags) => sessions_writer::run(flags).await,
+            cli::Command::EngineHost(flags) => engine_host::run(flags).await,
         }
     });
     match result {

@@ -158,7 +158,7 @@ async fn run_agent(
         agent.model_sha256 = Some(hash_model(&config.model).await?);
     }
     let backend = engine::backend()?;
-    let engine = config.start(&backend)?;
+    let engine = config.start(&backend).await?;
     // The models the head places here later load with the same flags.
     let loader = engine::LlamaLoader {
         backend: backend.clone(),

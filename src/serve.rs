@@ -70,7 +70,7 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
     let node_models = Arc::new(ModelSet::new(Some(Arc::new(loader)), None));
     let mut model_ids = Vec::new();
     for engine_config in std::iter::once(&config).chain(embed_config.as_ref()) {
-        let engine = engine_config.start(&backend)?;
+        let engine = engine_config.start(&backend).await?;
         model_ids.push(engine.info().model.id.clone());
         let sha256 = hash_model(&engine_config.model).await?;
         node_models.insert(engine, Some(sha256), Some(engine_config.model.clone()));

@@ -1,0 +1,64 @@
+//! `superfluid engine-host`: one model's engine in a process of its own,
+//! started by a node (or `serve`) with its socket on stdin. Not for people
+//! to run; see `superfluid_node::host`.
+
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use crate::engine::EngineConfig;
+use crate::logging::LogFormat;
+
+/// The engine's flags, passed by the node. No environment variables: the
+/// node's own `SUPERFLUID_*` settings must not change what it asked for.
+#[derive(Debug, Args)]
+pub struct Flags {
+    /// The GGUF file.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The id clients name the model by.
+    #[arg(long)]
+    pub model_id: String,
+    #[arg(long)]
+    pub slots: u32,
+    #[arg(long)]
+    pub ctx: u32,
+    #[arg(long)]
+    pub threads: u32,
+    #[arg(long)]
+    pub shared_kv: bool,
+    #[arg(long, value_enum, default_value_t)]
+    pub log_format: LogFormat,
+}
+
+pub async fn run(flags: Flags) -> Result<()> {
+    // stdin is one end of the node's socket pair.
+    let fd = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("taking the node's socket from stdin")?;
+    let socket = std::os::unix::net::UnixStream::from(fd);
+    socket
+        .set_nonblocking(true)
+        .context("the node's socket on stdin")?;
+    let socket = tokio::net::UnixStream::from_std(socket)
+        .context("stdin is not the node's socket; this command is started by a node")?;
+    let config = EngineConfig {
+        model: flags.model,
+        slots: flags.slots,
+        ctx: flags.ctx,
+        threads: flags.threads,
+        shared_kv: flags.shared_kv,
+        model_id: Some(flags.model_id),
+        in_process: true,
+        log_format: flags.log_format,
+    };
+    superfluid_node::host::serve::run(socket, move || {
+        let backend = crate::engine::backend().map_err(|e| format!("{e:#}"))?;
+        config.start_here(&backend).map_err(|e| format!("{e:#}"))
+    })
+    .await
+    .context("serving the node")
+}
