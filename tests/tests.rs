@@ -8,6 +8,7 @@ mod anthropic_tools;
 mod browser;
 mod cross_api_cache;
 mod embeddings;
+mod engine_host;
 mod fleet_failover;
 mod fleet_failover_sampled;
 mod fleet_mdns;
