@@ -18,6 +18,13 @@ pub struct ServerProcess {
     pub base: String,
 }
 
+impl ServerProcess {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -11,7 +11,10 @@
 //! against (b): the cost of being scraped, and (g) `superfluid serve`
 //! through OpenAI's chat, Ollama's `/api/chat` and Anthropic's
 //! `/v1/messages`, each on a serve of its own: the cost of each API's codec
-//! against OpenAI's.
+//! against OpenAI's, and (h) a `superfluid serve --engine-in-process`,
+//! against which (b) is the cost of running llama.cpp in an engine host,
+//! a child process; with the memory (b) and its engine host hold after
+//! the rounds, beside (h)'s and the model file's size.
 //!
 //! `routing`: every routing policy on the same requests, in a simulated
 //! fleet of fake engines of mixed speed and on a real fleet of two nodes;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use superfluid_node::llama::{LlamaConfig, LlamaEngine};
 use superfluid_node::Engine;
 
-use crate::contenders::{Contenders, PAIRS};
+use crate::contenders::{Contenders, Memory, PAIRS};
 use crate::embeddings::{self, EmbeddingsReport};
 use crate::measure::{interleaved, Bench, Contender};
 use crate::scraper::ScrapeCounts;
@@ -63,6 +63,9 @@ pub struct Report {
     pub ratios: Vec<Ratios>,
     /// What the poller of `serve_scraped`'s `/metrics` did.
     pub scrapes: Option<ScrapeCounts>,
+    /// The memory of `superfluid_serve`, its engine host and
+    /// `serve_engine_in_process` after the rounds, beside the model file.
+    pub memory: Option<Memory>,
     /// Chat with a JSON schema against the same chat without one.
     pub structured: Option<StructuredReport>,
     /// superfluid serve's /v1/embeddings against llama-server's.
@@ -103,7 +106,7 @@ fn ratios(of: &Contender, to: &Contender) -> Ratios {
 }
 
 /// `bench serve`: the in-process engine, `superfluid serve` through each of
-/// its APIs, heads with and without keys, a scraped serve and llama-server
+/// its APIs (and with `--engine-in-process`), heads with and without keys, a scraped serve and llama-server
 /// (when given), all started first and then measured round by round; then
 /// structured output against free text, then embeddings against
 /// llama-server's. `--only` picks some of the three steps.
@@ -115,11 +118,11 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         .pool_max_idle_per_host(0)
         .build()?;
     let model_id = superfluid_proto::model_id_from_path(&args.model);
-    let (measured, scrapes) = if args.runs(ServePart::Contenders) {
-        let (measured, scrapes) = contenders(args, &client, &model_id).await?;
-        (measured, Some(scrapes))
+    let (measured, scrapes, memory) = if args.runs(ServePart::Contenders) {
+        let (measured, scrapes, memory) = contenders(args, &client, &model_id).await?;
+        (measured, Some(scrapes), Some(memory))
     } else {
-        (Vec::new(), None)
+        (Vec::new(), None, None)
     };
     let structured = if args.runs(ServePart::Structured) {
         Some(structured::run(args, &client).await?)
@@ -149,18 +152,19 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         contenders: measured,
         ratios: all,
         scrapes,
+        memory,
         structured,
         embeddings,
     })
 }
 
 /// The contenders step: every contender started, then measured round by
-/// round, interleaved.
+/// round, interleaved; then the memory of serve's processes.
 async fn contenders(
     args: &ServeArgs,
     client: &reqwest::Client,
     model_id: &str,
-) -> Result<(Vec<Contender>, ScrapeCounts)> {
+) -> Result<(Vec<Contender>, ScrapeCounts, Memory)> {
     let backend = Arc::new(LlamaBackend::init()?);
     let params = LlamaModelParams::default().with_vocab_only(true);
     let vocab = LlamaModel::load_from_file(&backend, &args.model, &params)
@@ -184,8 +188,9 @@ async fn contenders(
     let measured = interleaved(&bench, &targets).await?;
     drop(targets);
     let scrapes = contenders.scraper.counts();
+    let memory = contenders.memory(&args.model)?;
     drop((contenders, engine));
-    Ok((measured, scrapes))
+    Ok((measured, scrapes, memory))
 }
 
 /// A human-readable table of the report.
@@ -197,12 +202,12 @@ pub fn print_table(report: &Report) {
     for c in &report.contenders {
         for s in &c.streams {
             println!(
-                "{:<18} streams {}  decode {:>7.1} tok/s  ttft p50 {:>7.1} ms",
+                "{:<23} streams {}  decode {:>7.1} tok/s  ttft p50 {:>7.1} ms",
                 c.name, s.concurrency, s.decode_tokens_per_s, s.ttft_p50_ms
             );
         }
         println!(
-            "{:<18} prefill {:>7.1} tok/s",
+            "{:<23} prefill {:>7.1} tok/s",
             c.name, c.prefill_tokens_per_s
         );
     }
@@ -211,6 +216,9 @@ pub fn print_table(report: &Report) {
             "serve_scraped: {} scrapes of /metrics every {} ms while measured ({} failed, {} bytes in all)",
             s.scrapes, s.interval_ms, s.failed, s.bytes
         );
+    }
+    if let Some(m) = &report.memory {
+        print_memory(m);
     }
     for r in &report.ratios {
         println!(
@@ -235,4 +243,22 @@ pub fn print_table(report: &Report) {
     if let Some(e) = &report.embeddings {
         embeddings::print_table(e);
     }
+}
+
+/// The memory line of the table, in MiB: each process's VmRSS, and in
+/// parentheses the part of it mapped from files.
+fn print_memory(m: &Memory) {
+    let mib = |b: Option<u64>| b.map_or("?".into(), |b| format!("{:.1}", b as f64 / 1048576.0));
+    println!(
+        "memory after the rounds, MiB resident (of it mapped from files): \
+         superfluid_serve {} ({}) + its engine host {} ({}); \
+         serve_engine_in_process {} ({}); model file {}",
+        mib(m.serve_rss_bytes),
+        mib(m.serve_rss_file_bytes),
+        mib(m.engine_host_rss_bytes),
+        mib(m.engine_host_rss_file_bytes),
+        mib(m.serve_engine_in_process_rss_bytes),
+        mib(m.serve_engine_in_process_rss_file_bytes),
+        mib(Some(m.model_file_bytes)),
+    );
 }
