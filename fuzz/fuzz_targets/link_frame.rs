@@ -1,4 +1,5 @@
-//! Link F frames from a hostile peer: a byte stream cut into frames by
+//! Link F frames from a hostile peer (and engine host frames, which are
+//! Link F's framing): a byte stream cut into frames by
 //! `FrameReader` and decoded as each message type a peer may send or
 //! answer with. Nothing may panic, and every message that decodes must
 //! encode again to bytes that decode to the same encoding (the first byte
@@ -7,6 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde::{de::DeserializeOwned, Serialize};
+use superfluid_proto::host::{FromHost, ToHost};
 use superfluid_proto::{
     decode, encode, ControlMsg, EmbedReply, FetchReply, FrameReader, GenerateEvent, HeadReply,
     HeadStream, JoinClaims, NodeHello, NodeStream,
@@ -16,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, stream)) = data.split_first() else {
         return;
     };
-    match selector % 9 {
+    match selector % 11 {
         0 => frames::<NodeHello>(selector, stream),
         1 => frames::<HeadReply>(selector, stream),
         2 => frames::<ControlMsg>(selector, stream),
@@ -27,6 +29,9 @@ fuzz_target!(|data: &[u8]| {
         // transfer port alike.
         6 => frames::<NodeStream>(selector, stream),
         7 => frames::<FetchReply>(selector, stream),
+        // An engine host's socket, from either end.
+        8 => frames::<FromHost>(selector, stream),
+        9 => frames::<ToHost>(selector, stream),
         _ => {
             if let Ok(claims) = JoinClaims::from_bytes(stream) {
                 let bytes = claims.to_bytes().expect("decoded claims encode");

@@ -25,6 +25,7 @@ pub mod blocks;
 pub mod embed;
 pub mod frame;
 pub mod hardware;
+pub mod host;
 pub mod messages;
 pub mod placement;
 pub mod token;
