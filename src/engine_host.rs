@@ -45,6 +45,25 @@ pub async fn run(flags: Flags) -> Result<()> {
         .context("the node's socket on stdin")?;
     let socket = tokio::net::UnixStream::from_std(socket)
         .context("stdin is not the node's socket; this command is started by a node")?;
+    // A service manager stopping the node signals every process of its
+    // group or cgroup at once. The node drains (finishes its streams) and
+    // then closes the socket, which ends this host; until then, it serves.
+    tokio::spawn(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            tracing::info!("asked to stop: serving until the node closes the socket");
+        }
+    });
     let config = EngineConfig {
         model: flags.model,
         slots: flags.slots,
