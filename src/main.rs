@@ -9,6 +9,7 @@ mod engine_host;
 mod fake_node;
 mod fleet_cmd;
 mod head_cmd;
+mod host_exits;
 mod keys_cmd;
 mod logging;
 mod models_cmd;

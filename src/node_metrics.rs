@@ -12,7 +12,9 @@ use anyhow::{Context, Result};
 use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
-use prometheus::{GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{GaugeVec, Opts, Registry, TextEncoder};
+
+use crate::host_exits::HostExits;
 use superfluid_node::engine::Engine;
 use superfluid_node::models::ModelSet;
 
@@ -101,23 +103,6 @@ fn figures(engine: &dyn Engine) -> [f64; FIGURES.len()] {
     ]
 }
 
-/// `superfluid_engine_host_exits_total{model,reason}`: every engine host
-/// of this node that ended while the node still wanted it.
-fn host_exits() -> IntCounterVec {
-    let opts = Opts::new(
-        "superfluid_engine_host_exits_total",
-        "Engine hosts (a model's llama.cpp in a child process) that ended while the node still wanted them, by model and reason (signal, failed, exited, bad_frame, stalled, load_failed).",
-    );
-    let counters = IntCounterVec::new(opts, &["model", "reason"])
-        .expect("a constant, valid metric name and labels");
-    for (model, reason, n) in superfluid_node::host::exits::counts() {
-        counters
-            .with_label_values(&[model.as_str(), reason.as_str()])
-            .inc_by(n);
-    }
-    counters
-}
-
 /// The page: one gauge per figure, a series per engine's model.
 fn page(engines: &[Arc<dyn Engine>]) -> String {
     let registry = Registry::new();
@@ -135,7 +120,7 @@ fn page(engines: &[Arc<dyn Engine>]) -> String {
             tracing::warn!(error = %e, name, "could not add a figure to the node's metrics");
         }
     }
-    if let Err(e) = registry.register(Box::new(host_exits())) {
+    if let Err(e) = registry.register(Box::new(HostExits::default())) {
         tracing::warn!(error = %e, "could not add the engine host exits to the node's metrics");
     }
     let mut out = String::new();
@@ -183,5 +168,20 @@ mod tests {
             page.contains("# TYPE superfluid_engine_cached_blocks gauge"),
             "{page}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_page_counts_engine_host_exits_by_model_and_reason() {
+        use superfluid_node::host::exits::{record, ExitReason};
+        record("exits-page", ExitReason::Signal);
+        record("exits-page", ExitReason::Signal);
+        record("exits-page", ExitReason::BadFrame);
+        let page = page(&[engine("exits-page", 1)]);
+        for line in [
+            "superfluid_engine_host_exits_total{model=\"exits-page\",reason=\"signal\"} 2\n",
+            "superfluid_engine_host_exits_total{model=\"exits-page\",reason=\"bad_frame\"} 1\n",
+        ] {
+            assert!(page.contains(line), "{line}:\n{page}");
+        }
     }
 }

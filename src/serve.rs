@@ -61,6 +61,16 @@ pub async fn run(flags: ServeFlags) -> Result<()> {
     )
     .await?;
 
+    // The node's engine host exits, on the head's metrics page: with
+    // `serve` there is no other page to read them on.
+    if let Err(e) = head
+        .fleet
+        .metrics()
+        .register(Box::new(crate::host_exits::HostExits::default()))
+    {
+        tracing::warn!(error = %e, "could not add the engine host exits to the metrics page");
+    }
+
     // One node serves the model (and the embedding model, in a context of
     // its own); a model unloaded when idle loads again from the same file.
     let loader = engine::LlamaLoader {

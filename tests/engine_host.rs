@@ -236,6 +236,19 @@ async fn serve_survives_its_engine_host_killed_mid_stream() {
     let second_host = the_host(&serve);
     assert_ne!(second_host, first_host, "a new host serves the model");
     assert!(ended(first_host), "the killed host {first_host} still runs");
+
+    // The end is counted on the metrics page, by model and reason.
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the metrics page");
+    let counted =
+        format!("superfluid_engine_host_exits_total{{model=\"{MODEL}\",reason=\"signal\"}} 1");
+    assert!(metrics.contains(&counted), "{counted} not in:\n{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

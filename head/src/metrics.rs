@@ -319,6 +319,16 @@ impl Metrics {
         self.registry.gather()
     }
 
+    /// Adds `collector`'s families to the metrics page beside the head's
+    /// own: what the process running the head knows that no node reports
+    /// (`serve` adds its node's engine host exits).
+    ///
+    /// # Errors
+    /// When a family of the same name is registered already.
+    pub fn register(&self, collector: Box<dyn Collector>) -> prometheus::Result<()> {
+        self.registry.register(collector)
+    }
+
     /// The names of every family registered here, series or not.
     pub fn names(&self) -> Vec<String> {
         let collectors: [&dyn Collector; 17] = [
