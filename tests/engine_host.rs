@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::fleet_failover::{parse_stream, two_real_nodes};
-use crate::fleet_support::{bin, node_header, serial, state_of, wait_until, Head, Proc, LIGHT};
+use crate::fleet_support::{node_header, serial, state_of, wait_until, Head, Proc};
+use crate::serve_shutdown::start_serve;
 use crate::stop_support::read_rest;
-use crate::support::{model_path, MODEL};
+use crate::support::MODEL;
 
 /// The fields of `/proc/PID/stat` after the command name: the state
 /// (field 3), then the parent pid (field 4), and so on. The command name
@@ -79,26 +80,6 @@ fn sigkill(pid: u32) {
         .status()
         .expect("running kill");
     assert!(sent.success(), "kill -KILL {pid} failed");
-}
-
-/// Starts a light `superfluid serve` (one model, so one host) on a free
-/// port; the process and its base URL.
-fn start_serve() -> (Proc, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(["serve", "--http", "127.0.0.1:0", "--model"])
-        .arg(model_path())
-        .args(LIGHT);
-    let mut serve = Proc::spawn("serve", cmd).expect("starting superfluid serve");
-    let log = serve
-        .wait_for_log("on http://", Duration::from_secs(60))
-        .expect("serve says where it listens");
-    let addr = log
-        .split("on http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("an address after `on http://`")
-        .to_owned();
-    (serve, format!("http://{addr}"))
 }
 
 /// A greedy streamed completion long enough to still run when its host

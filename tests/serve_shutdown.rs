@@ -11,9 +11,9 @@ use crate::stop_support::{
 };
 use crate::support::model_path;
 
-/// Starts a light `superfluid serve` on a free port; the process and its
-/// base URL.
-fn start_serve() -> (Proc, String) {
+/// Starts a light `superfluid serve` (one model, so one engine host) on a
+/// free port; the process and its base URL.
+pub fn start_serve() -> (Proc, String) {
     let mut cmd = Command::new(bin());
     cmd.args(["serve", "--http", "127.0.0.1:0", "--model"])
         .arg(model_path())
