@@ -5,11 +5,14 @@
 //! - [`bias`]: `logit_bias`, read and checked against the vocabulary.
 //! - [`extract`]: the JSON extractor whose rejections are OpenAI errors.
 //! - [`error`]: [`ApiError`], the one place errors become HTTP responses.
+//! - [`dialect`]: which API a request speaks, so its errors take that shape.
 //! - [`embeddings`]: `/v1/embeddings`, and the path Ollama's embeddings share.
 //! - [`generate`]: context check, dispatch to the fleet, tokens to text.
 //! - [`output`]: [`output::Step`], what a generation hands to the answer.
 //! - [`wire`]: the response bodies and stream chunks as serde types.
 //! - [`respond`]: JSON and server-sent-event answers.
+//! - [`node_header`]: `x-superfluid-node` on every answer.
+//! - [`sse`]: the keep-alive every server-sent-event stream shares.
 //! - [`handlers`]: the routes.
 //! - [`auth`]: the key check in front of the client routes.
 //! - [`browser`]: CORS and the `Host` check against DNS rebinding.
@@ -34,6 +37,7 @@ pub mod auth;
 pub mod bias;
 pub mod browser;
 pub mod choices;
+pub mod dialect;
 pub mod embeddings;
 pub mod error;
 pub mod extract;
@@ -46,6 +50,7 @@ pub mod limits;
 pub mod metrics_key;
 pub mod metrics_page;
 pub mod model_retrieve;
+pub mod node_header;
 pub mod ollama;
 pub mod output;
 pub mod recent;
@@ -54,6 +59,7 @@ pub mod request_metrics;
 pub mod respond;
 pub mod responses;
 pub mod sessions;
+pub mod sse;
 pub mod status_page;
 pub mod structured;
 pub mod tools;
@@ -80,8 +86,8 @@ mod tests;
 
 pub use error::ApiError;
 pub use metrics_key::MetricsKey;
+pub use node_header::NODE_HEADER;
 pub use request_metrics::count_requests;
-pub use respond::NODE_HEADER;
 
 use crate::codec::Catalog;
 use crate::fleet::Fleet;
@@ -153,9 +159,6 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         // Only the routes above pass the key check.
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
-        // Errors on the Messages routes, the key check's included, in
-        // Anthropic's shape.
-        .route_layer(middleware::from_fn(anthropic::errors::reshape))
         .route("/", get(status_page::root))
         .route("/health", get(handlers::health))
         .route("/metrics", metrics)
@@ -166,5 +169,8 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
             recent::record,
         ))
         .layer(Extension(recent_requests))
+        // Every error below, the layers' included, in the request's
+        // dialect's shape.
+        .layer(middleware::from_fn(dialect::note))
         .with_state(state)
 }

@@ -28,17 +28,19 @@ use super::admission::Admission;
 use super::auth::Caller;
 use super::extract::ApiJson;
 use super::handlers::{next_request_id, request_span, tokenize};
+use super::request_log;
 use super::request_metrics::RequestModel;
+use super::sessions::record;
 use super::tools::{grammar, prompt, ToolSet};
 use super::{ApiError, AppState};
 use crate::codec::ModelCodec;
 use answer::Reply;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::{Extension, Json};
 use request::{Conversation, CountTokensRequest, MessagesRequest};
 use std::time::Instant;
-use tracing::Instrument;
 use wire::TokenCount;
 
 /// `POST /v1/messages`.
@@ -46,6 +48,7 @@ pub async fn messages(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
     counted: Option<Extension<RequestModel>>,
+    headers: HeaderMap,
     ApiJson(req): ApiJson<MessagesRequest>,
 ) -> Result<Response, ApiError> {
     let received = Instant::now();
@@ -69,23 +72,34 @@ pub async fn messages(
             params.constraint = grammar::constraint(tools)?;
             conversation.messages = prompt::with_tools(conversation.messages, tools);
         }
+        let recording = record::begin_chat(&state, &headers, &conversation.messages).await?;
         let prompt = tokenize(&codec, render(&codec, conversation)?).await?;
-        let generation = admission
+        let mut generation = admission
             .start(codec.clone(), prompt, &params, "messages", inner)
             .await?;
+        let committed = match recording {
+            Some(recording) => Some(recording.attach(&mut generation).await?),
+            None => None,
+        };
         let reply = Reply {
             id: format!("msg_{id}"),
             model: codec.id().to_owned(),
         };
-        if params.stream {
+        let response = if params.stream {
             stream::stream(generation, reply, tools).await
         } else if let Some(tools) = &tools {
             tools::complete(generation, reply, tools).await
         } else {
             answer::complete(generation, reply).await
+        };
+        // A whole answer is sent once it is recorded, so that the session
+        // shows it to the client's next read.
+        if let (false, Some(committed)) = (params.stream, committed) {
+            committed.wait().await;
         }
+        response
     };
-    work.instrument(span).await
+    request_log::logged(span, work).await
 }
 
 /// `POST /v1/messages/count_tokens`: the prompt's length in tokens as the
@@ -113,7 +127,7 @@ pub async fn count_tokens(
         let input_tokens = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
         Ok(Json(TokenCount { input_tokens }))
     };
-    work.instrument(span).await
+    request_log::logged(span, work).await
 }
 
 /// The prompt text: the chat with the assistant turn opened, followed by

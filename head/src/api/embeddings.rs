@@ -13,11 +13,10 @@ use super::extract::ApiJson;
 use super::handlers::{next_request_id, request_span};
 use super::request_log;
 use super::request_metrics::RequestModel;
-use super::{ApiError, AppState, NODE_HEADER};
+use super::{ApiError, AppState};
 use crate::codec::ModelCodec;
 use axum::extract::State;
-use axum::http::HeaderValue;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::{Extension, Json};
 use input::Inputs;
 use serde::{Deserialize, Serialize};
@@ -177,14 +176,7 @@ fn check_tokens(
     Ok(())
 }
 
-/// `response` with the header naming the node that served it.
-pub fn with_node(response: impl IntoResponse, node: &str) -> Response {
-    let mut response = response.into_response();
-    if let Ok(value) = HeaderValue::from_str(node) {
-        response.headers_mut().insert(NODE_HEADER, value);
-    }
-    response
-}
+pub use super::node_header::with_node;
 
 #[derive(Serialize)]
 struct EmbeddingList<'a> {
@@ -279,7 +271,7 @@ pub async fn create(
                 total_tokens: done.prompt_tokens,
             },
         };
-        Ok(with_node(Json(body), &done.node))
+        Ok(with_node(&done.node, Json(body)))
     };
     request_log::logged(span, work).await
 }

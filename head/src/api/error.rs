@@ -1,6 +1,8 @@
 //! [`ApiError`]: every way a request can fail, and the one place it becomes
-//! an HTTP response with an OpenAI error body.
+//! an HTTP response: one status for every dialect, and the body in the
+//! shape of the dialect the request speaks ([`Dialect`]).
 
+use super::dialect::Dialect;
 use crate::codec::CodecError;
 use crate::fleet::FleetError;
 use crate::keys::limiter::LimitKind;
@@ -403,6 +405,25 @@ impl ApiError {
 
     /// The OpenAI error body: `{"error":{"message","type","param","code"}}`.
     pub fn body(&self) -> Value {
+        self.body_in(Dialect::OpenAi)
+    }
+
+    /// Its body in `dialect`'s shape: OpenAI's `{"error": {message, type,
+    /// param, code}}`, Anthropic's `{"type": "error", "error": {type,
+    /// message}}` or Ollama's `{"error": message}`. The status is the same
+    /// in every dialect.
+    pub fn body_in(&self, dialect: Dialect) -> Value {
+        match dialect {
+            Dialect::OpenAi => self.openai_body(),
+            Dialect::Anthropic => json!({
+                "type": "error",
+                "error": {"type": anthropic_type(self.status()), "message": self.to_string()},
+            }),
+            Dialect::Ollama => json!({ "error": self.to_string() }),
+        }
+    }
+
+    fn openai_body(&self) -> Value {
         let (_, kind, param, code) = self.parts();
         json!({
             "error": {
@@ -417,6 +438,20 @@ impl ApiError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         self.parts().0
+    }
+}
+
+/// Anthropic's error type for an HTTP status.
+pub fn anthropic_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        s if s >= 500 => "api_error",
+        _ => "invalid_request_error",
     }
 }
 
@@ -447,7 +482,8 @@ impl IntoResponse for ApiError {
             }) => Some((*queued, *retry_after_secs)),
             _ => None,
         };
-        let mut response = (status, Json(self.body())).into_response();
+        let body = self.body_in(Dialect::current());
+        let mut response = (status, Json(body)).into_response();
         if let Some((queued, retry_after)) = busy {
             let headers = response.headers_mut();
             headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));

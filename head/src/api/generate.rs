@@ -24,7 +24,7 @@ pub mod transcript;
 use transcript::{Transcript, TranscriptHook};
 
 /// The prompt must leave room for at least one generated token.
-pub fn check_context(len: usize, max: u32, param: &'static str) -> Result<(), ApiError> {
+pub(crate) fn check_context(len: usize, max: u32, param: &'static str) -> Result<(), ApiError> {
     if len.saturating_add(1) > max as usize {
         return Err(ApiError::ContextLength { max, len, param });
     }
@@ -122,7 +122,8 @@ impl Generation {
                 format!("`{param}` is empty; give some text to continue"),
             ));
         }
-        let ctx = state.fleet.ready(codec.id()).await?;
+        let served = state.fleet.ready(codec.id()).await?;
+        let ctx = params.context.map_or(served, |asked| asked.min(served));
         check_context(prompt.len(), ctx, param)?;
         let len = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
         let room = ctx.saturating_sub(len);

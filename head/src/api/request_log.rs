@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::{MatchedPath, Request};
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
@@ -140,12 +141,25 @@ fn fields(endpoint: &str, id: &str, session: &str) -> Span {
     )
 }
 
+/// An error a handler answers with, whichever API's shape its body has.
+pub trait Refused: std::fmt::Display {
+    /// The status it is answered with.
+    fn status(&self) -> StatusCode;
+}
+
+impl Refused for ApiError {
+    fn status(&self) -> StatusCode {
+        ApiError::status(self)
+    }
+}
+
 /// Runs a request's `work` in `span`; a refusal is logged with its status
-/// and message.
-pub async fn logged(
+/// and message. Every generating handler of every API runs its work here,
+/// so each request ends with exactly one line.
+pub async fn logged<T, E: Refused>(
     span: Span,
-    work: impl Future<Output = Result<Response, ApiError>>,
-) -> Result<Response, ApiError> {
+    work: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
     let answer = work.instrument(span.clone()).await;
     if let Err(error) = &answer {
         let status = error.status().as_u16();

@@ -11,7 +11,6 @@ use super::wire::completion::{TextChoice, TextChunkChoice, TextCompletion, TextC
 use super::wire::logprobs::{ChatLogprobs, TextLogprobs};
 use super::wire::{self, Object};
 use super::ApiError;
-use axum::http::HeaderValue;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -23,8 +22,7 @@ mod stream;
 
 pub use stream::{stream, stream_all};
 
-/// The response header naming the node that served the request.
-pub const NODE_HEADER: &str = "x-superfluid-node";
+pub use super::node_header::{with_node, NODE_HEADER};
 
 /// Which OpenAI endpoint is answering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,14 +229,6 @@ fn unix_now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-pub(super) fn with_node(node: &str, response: impl IntoResponse) -> Response {
-    let mut response = response.into_response();
-    if let Ok(value) = HeaderValue::from_str(node) {
-        response.headers_mut().insert(NODE_HEADER, value);
-    }
-    response
 }
 
 /// Runs the generation to its end and answers with one JSON object.

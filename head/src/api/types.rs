@@ -123,6 +123,9 @@ pub struct Params {
     /// choices of one prompt go where the first went, so the node computes
     /// the prompt once and copies it to the others.
     pub beside: Option<String>,
+    /// A context smaller than the model's that the request asked for
+    /// (Ollama's `options.num_ctx`): the prompt and the answer must fit it.
+    pub context: Option<u32>,
 }
 
 impl CompletionRequest {
@@ -216,6 +219,7 @@ impl CompletionRequest {
             n: 1,
             logprobs: None,
             beside: None,
+            context: None,
         })
     }
 

@@ -4,10 +4,10 @@
 
 use super::wire::{stop_of, ContentBlock, Message, MessageUsage, TextBlock};
 use crate::api::generate::Generation;
+pub use crate::api::node_header::with_node;
 use crate::api::output::Step;
-use crate::api::{ApiError, NODE_HEADER};
-use axum::http::HeaderValue;
-use axum::response::{IntoResponse, Response};
+use crate::api::ApiError;
+use axum::response::Response;
 use axum::Json;
 
 /// What every event of one answer shares.
@@ -41,15 +41,6 @@ impl Reply {
     pub fn tool_use_id(&self, index: usize) -> String {
         format!("toolu_{}_{index}", self.id.trim_start_matches("msg_"))
     }
-}
-
-/// `response` with the header naming the node that answered.
-pub fn with_node(node: &str, response: impl IntoResponse) -> Response {
-    let mut response = response.into_response();
-    if let Ok(value) = HeaderValue::from_str(node) {
-        response.headers_mut().insert(NODE_HEADER, value);
-    }
-    response
 }
 
 /// Runs the generation to its end and answers with one `message`.

@@ -156,6 +156,7 @@ impl MessagesRequest {
             n: 1,
             logprobs: None,
             beside: None,
+            context: None,
         })
     }
 

@@ -19,13 +19,12 @@ use crate::api::tools::parse::ParsedCall;
 use crate::api::tools::split::{pieces, CallSplitter, Ending, ARGUMENT_PIECE};
 use crate::api::tools::ToolSet;
 use crate::api::ApiError;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use axum::response::Response;
 use futures::stream::{self, Stream};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::time::Duration;
 
 /// Answers with Anthropic's events as the node generates. As with the
 /// OpenAI stream, the response starts once the first text (or the end) is
@@ -59,8 +58,7 @@ pub async fn stream(
     }
     state.queue("ping", json!({"type": "ping"}));
     state.push(Ok(first));
-    let sse =
-        Sse::new(events(state)).keep_alive(KeepAlive::new().interval(Duration::from_secs(10)));
+    let sse = Sse::new(events(state)).keep_alive(crate::api::sse::keep_alive());
     Ok(with_node(&node, sse))
 }
 

@@ -7,6 +7,7 @@ use super::super::admission::Admission;
 use super::super::auth::Caller;
 use super::super::embeddings::{self, input, with_node};
 use super::super::handlers::{next_request_id, request_span};
+use super::super::request_log;
 use super::super::request_metrics::RequestModel;
 use super::super::AppState;
 use super::extract::OllamaJson;
@@ -17,7 +18,6 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Instant;
-use tracing::Instrument;
 
 /// `POST /api/embed`.
 #[derive(Debug, Deserialize)]
@@ -124,9 +124,9 @@ pub async fn embed(
             "load_duration": 0,
             "prompt_eval_count": done.prompt_tokens,
         });
-        Ok(with_node(Json(body), &done.node))
+        Ok(with_node(&done.node, Json(body)))
     };
-    work.instrument(span).await
+    request_log::logged(span, work).await
 }
 
 /// `POST /api/embeddings`: `{"embedding": [...]}`.
@@ -155,9 +155,9 @@ pub async fn legacy(
         let done = embeddings::compute(&admission, &codec, inputs, "prompt", true).await?;
         let embedding = done.vectors.into_iter().next().unwrap_or_default();
         Ok(with_node(
-            Json(json!({ "embedding": embedding })),
             &done.node,
+            Json(json!({ "embedding": embedding })),
         ))
     };
-    work.instrument(span).await
+    request_log::logged(span, work).await
 }

@@ -1,6 +1,7 @@
 //! [`OllamaError`]: errors in Ollama's shape, `{"error": "..."}`, with the
 //! status codes Ollama answers with.
 
+use super::super::dialect::Dialect;
 use super::super::ApiError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -49,7 +50,16 @@ impl OllamaError {
 
     /// Ollama's error body.
     pub fn body(&self) -> serde_json::Value {
-        json!({ "error": self.to_string() })
+        match self {
+            OllamaError::Api(err) => err.body_in(Dialect::Ollama),
+            OllamaError::Refused { .. } => json!({ "error": self.to_string() }),
+        }
+    }
+}
+
+impl super::super::request_log::Refused for OllamaError {
+    fn status(&self) -> StatusCode {
+        OllamaError::status(self)
     }
 }
 

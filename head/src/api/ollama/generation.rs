@@ -4,9 +4,10 @@
 
 use super::super::admission::Admission;
 use super::super::auth::Caller;
-use super::super::generate::check_context;
 use super::super::handlers::{next_request_id, request_span, tokenize};
+use super::super::request_log;
 use super::super::request_metrics::RequestModel;
+use super::super::sessions::record::{self, Recording};
 use super::super::tools::{prepare, ToolSet};
 use super::super::types::{CompletionRequest, Params};
 use super::super::{ApiError, AppState};
@@ -18,17 +19,18 @@ use super::OllamaError;
 use crate::codec::ModelCodec;
 use crate::fleet::placement::KeepAlive;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Extension;
 use std::sync::Arc;
 use std::time::Instant;
-use tracing::Instrument;
 
 /// `POST /api/chat`.
 pub async fn chat(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
     counted: Option<Extension<RequestModel>>,
+    headers: HeaderMap,
     OllamaJson(req): OllamaJson<ChatRequest>,
 ) -> Result<Response, OllamaError> {
     let received = Instant::now();
@@ -51,6 +53,7 @@ pub async fn chat(
         let mut params = params(&state, &codec, &openai, req.options.as_ref())?;
         let messages = openai.chat_messages()?;
         let (messages, tools) = prepare(&openai, messages, &mut params)?;
+        let recording = record::begin(&state, &headers, &openai).await?;
         let text = codec.render_chat(&messages).map_err(ApiError::from)?;
         let prompt = tokenize(&codec, text).await?;
         let run = Run {
@@ -58,6 +61,7 @@ pub async fn chat(
             stream: req.streams(),
             param: "messages",
             tools: tools.filter(ToolSet::offered),
+            recording,
         };
         run.start(
             &admission,
@@ -69,7 +73,7 @@ pub async fn chat(
         )
         .await
     };
-    work.instrument(span).await
+    request_log::logged(span, work).await
 }
 
 /// `POST /api/generate`.
@@ -110,6 +114,7 @@ pub async fn generate(
             stream: req.streams(),
             param: "prompt",
             tools: None,
+            recording: None,
         };
         run.start(
             &admission,
@@ -121,7 +126,7 @@ pub async fn generate(
         )
         .await
     };
-    work.instrument(span).await
+    request_log::logged(span, work).await
 }
 
 /// Applies the request's `keep_alive` to its model's placement; what it asked.
@@ -185,6 +190,8 @@ struct Run {
     param: &'static str,
     /// The tools the model may call, whose calls the answer reads out.
     tools: Option<ToolSet>,
+    /// The session the answer is recorded in (`x-superfluid-session`).
+    recording: Option<Recording>,
 }
 
 impl Run {
@@ -200,20 +207,27 @@ impl Run {
     ) -> Result<Response, OllamaError> {
         let state = admission.state;
         if let (Some(options), Some(served)) = (options, state.fleet.context_len(codec.id())) {
-            let limit = options.context(served)?;
-            check_context(prompt.len(), limit, self.param)?;
-            let room = limit.saturating_sub(u32::try_from(prompt.len()).unwrap_or(u32::MAX));
-            params.max_tokens = Some(params.max_tokens.map_or(room, |m| m.min(room)));
+            params.context = Some(options.context(served)?);
         }
         let model = codec.id().to_owned();
-        let generation = admission
+        let mut generation = admission
             .start(codec, prompt, &params, self.param, span)
             .await?;
+        let committed = match self.recording {
+            Some(recording) => Some(recording.attach(&mut generation).await?),
+            None => None,
+        };
         let reply = Reply::new(self.kind, &model, admission.received, Instant::now());
-        if self.stream {
+        let response = if self.stream {
             reply::stream(generation, reply, self.tools).await
         } else {
             reply::complete(generation, reply, self.tools.as_ref()).await
+        };
+        // A whole answer is sent once it is recorded, so that the session
+        // shows it to the client's next read.
+        if let (false, Some(committed)) = (self.stream, committed) {
+            committed.wait().await;
         }
+        response
     }
 }

@@ -3,16 +3,16 @@
 //! `done: true`, the reason and the counts and durations in nanoseconds.
 
 use super::super::generate::{Generation, Usage};
+use super::super::node_header::with_node;
 use super::super::output::{FinishReason, Step};
 use super::super::tools::parse::{parse, ParsedCall};
 use super::super::tools::split::{CallSplitter, Ending};
 use super::super::tools::ToolSet;
-use super::super::NODE_HEADER;
 use super::clock::rfc3339_now;
 use super::tools;
 use super::OllamaError;
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream::{self, Stream};
@@ -140,14 +140,6 @@ fn reason(finish: FinishReason) -> &'static str {
         // Ollama reports an answer of tool calls as a plain stop.
         FinishReason::ToolCalls => "stop",
     }
-}
-
-fn with_node(node: &str, response: impl IntoResponse) -> Response {
-    let mut response = response.into_response();
-    if let Ok(value) = HeaderValue::from_str(node) {
-        response.headers_mut().insert(NODE_HEADER, value);
-    }
-    response
 }
 
 /// Runs the generation to its end and answers with one JSON object; with

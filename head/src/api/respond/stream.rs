@@ -6,12 +6,11 @@ use super::{summed, with_node, Envelope, Flavor, Piece};
 use crate::api::generate::{Generation, Usage};
 use crate::api::output::Step;
 use crate::api::ApiError;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use axum::response::Response;
 use futures::stream::{self, BoxStream, SelectAll, Stream, StreamExt};
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::time::Duration;
 use superfluid_proto::TokenLogprob;
 
 /// Answers with server-sent events as the node generates. If the client
@@ -77,8 +76,7 @@ pub async fn stream_all(
             .zip(generations.into_iter().zip(firsts))
             .map(|(index, (generation, first))| steps(index, generation, first)),
     );
-    let sse = Sse::new(events(state, choices))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(10)));
+    let sse = Sse::new(events(state, choices)).keep_alive(crate::api::sse::keep_alive());
     Ok(with_node(&node, sse))
 }
 

@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream;
 use serde_json::{json, Value};
@@ -67,7 +67,7 @@ pub fn answer(view: ResponseView, progress: mpsc::Receiver<Progress>) -> Respons
         open_message(&mut state);
     }
     Sse::new(stream::unfold(state, next))
-        .keep_alive(KeepAlive::default())
+        .keep_alive(crate::api::sse::keep_alive())
         .into_response()
 }
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderValue;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures::stream;
@@ -119,7 +119,7 @@ pub async fn generate(
         tokio::spawn(drive(turn, generation, prompt_event, tx));
         let mut response = if body.stream {
             Sse::new(sse(rx))
-                .keep_alive(KeepAlive::default())
+                .keep_alive(crate::api::sse::keep_alive())
                 .into_response()
         } else {
             collect(rx).await?

@@ -1,5 +1,6 @@
-//! A `/v1/chat/completions` request with `x-superfluid-session: ID` is
-//! recorded in that session: the request's new messages (those after its
+//! A chat request with `x-superfluid-session: ID` (OpenAI's
+//! `/v1/chat/completions`, Anthropic's `/v1/messages`, Ollama's `/api/chat`)
+//! is recorded in that session: the request's new messages (those after its
 //! last assistant message, system messages aside) and the reply, as events.
 //! The session is held for the whole generation, as a session generation
 //! holds it: a second writer meanwhile gets 409.
@@ -12,10 +13,11 @@ use super::super::generate::Generation;
 use super::super::types::CompletionRequest;
 use super::super::{ApiError, AppState};
 use super::{bodies, store};
+use crate::codec::ChatMessage;
 use crate::sessions::{EventKind, GenerationGuard, SessionId, SessionStore, Turn};
 
 /// The header that names the session a chat request is recorded in.
-pub const SESSION_HEADER: &str = "x-superfluid-session";
+pub use super::super::request_log::SESSION_HEADER;
 
 /// A chat request's hold on the session it is recorded in.
 pub struct Recording {
@@ -41,6 +43,37 @@ pub async fn begin(
     headers: &HeaderMap,
     req: &CompletionRequest,
 ) -> Result<Option<Recording>, ApiError> {
+    begin_with(state, headers, || new_messages(req)).await
+}
+
+/// [`begin`] for a chat in the template's form (Anthropic's Messages):
+/// its messages after the last assistant turn, system messages aside.
+pub async fn begin_chat(
+    state: &AppState,
+    headers: &HeaderMap,
+    chat: &[ChatMessage],
+) -> Result<Option<Recording>, ApiError> {
+    begin_with(state, headers, || {
+        let start = chat
+            .iter()
+            .rposition(|m| m.role == "assistant")
+            .map_or(0, |i| i + 1);
+        chat[start..]
+            .iter()
+            .filter(|m| m.role != "system")
+            .map(|m| json!({"role": m.role, "content": m.content}))
+            .collect()
+    })
+    .await
+}
+
+/// Holds the session the request's header names, if it names one, and
+/// keeps `messages()` (the request's new messages) to commit.
+async fn begin_with(
+    state: &AppState,
+    headers: &HeaderMap,
+    messages: impl FnOnce() -> Vec<Value>,
+) -> Result<Option<Recording>, ApiError> {
     let Some(value) = headers.get(SESSION_HEADER) else {
         return Ok(None);
     };
@@ -55,7 +88,7 @@ pub async fn begin(
             )
         })?;
     let store = store(state)?.clone();
-    let messages = new_messages(req);
+    let messages = messages();
     for message in &messages {
         store.limits().check_message(message)?;
     }

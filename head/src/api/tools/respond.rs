@@ -9,9 +9,8 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::time::Duration;
 
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream;
@@ -118,7 +117,7 @@ pub async fn stream(
             st.push(step);
         }
     });
-    let sse = Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(10)));
+    let sse = Sse::new(events).keep_alive(crate::api::sse::keep_alive());
     Ok(with_node(&node, sse))
 }
 

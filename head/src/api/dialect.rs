@@ -1,0 +1,81 @@
+//! Which API a request speaks, known from its path before any handler or
+//! layer runs, so that every error it gets, the key check's and the
+//! limits' included, has that API's body (see
+//! [`ApiError`](super::ApiError)'s rendering). No layer rewrites a body
+//! after the fact.
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// The API a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI's (`/v1/...`), the head's own routes and anything unknown.
+    OpenAi,
+    /// Anthropic's Messages (`/v1/messages...`).
+    Anthropic,
+    /// Ollama's (`/api/...`).
+    Ollama,
+}
+
+tokio::task_local! {
+    static CURRENT: Dialect;
+}
+
+impl Dialect {
+    /// The API a request on `path` speaks.
+    pub fn of_path(path: &str) -> Dialect {
+        let under = |prefix: &str| {
+            path.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        };
+        if under("/v1/messages") {
+            Dialect::Anthropic
+        } else if under("/api") {
+            Dialect::Ollama
+        } else {
+            Dialect::OpenAi
+        }
+    }
+
+    /// The dialect of the request being answered on this task; OpenAI's
+    /// outside one.
+    pub fn current() -> Dialect {
+        CURRENT.try_with(|d| *d).unwrap_or(Dialect::OpenAi)
+    }
+}
+
+/// The layer that notes each request's dialect for the routes below it.
+pub async fn note(request: Request, next: Next) -> Response {
+    let dialect = Dialect::of_path(request.uri().path());
+    CURRENT.scope(dialect, next.run(request)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_path_names_the_dialect() {
+        for (path, dialect) in [
+            ("/v1/messages", Dialect::Anthropic),
+            ("/v1/messages/count_tokens", Dialect::Anthropic),
+            ("/v1/messagesx", Dialect::OpenAi),
+            ("/api/chat", Dialect::Ollama),
+            ("/api", Dialect::Ollama),
+            ("/apis", Dialect::OpenAi),
+            ("/v1/chat/completions", Dialect::OpenAi),
+            ("/", Dialect::OpenAi),
+        ] {
+            assert_eq!(Dialect::of_path(path), dialect, "{path}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_current_dialect_is_the_scope_s() {
+        assert_eq!(Dialect::current(), Dialect::OpenAi);
+        let inside = CURRENT.scope(Dialect::Ollama, async { Dialect::current() });
+        assert_eq!(inside.await, Dialect::Ollama);
+    }
+}
