@@ -7,6 +7,7 @@ mod anthropic_api;
 mod anthropic_tools;
 mod browser;
 mod cross_api_cache;
+mod dialects;
 mod embeddings;
 mod engine_host;
 mod fleet_failover;
