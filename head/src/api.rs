@@ -31,6 +31,7 @@
 pub mod admin;
 pub mod admin_keys;
 pub mod admin_models;
+pub mod admin_state;
 pub mod admission;
 pub mod anthropic;
 pub mod auth;

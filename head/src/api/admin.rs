@@ -3,7 +3,6 @@
 //! keys ([`admin_keys`](super::admin_keys), the `superfluid keys` commands).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Path, Request, State};
@@ -17,19 +16,9 @@ use serde_json::{json, Value};
 
 use super::extract::ApiJson;
 use super::ApiError;
-use crate::fleet::{Fleet, FleetError, NodeSnapshot};
-use crate::keys::Keys;
+use crate::fleet::{FleetError, NodeSnapshot};
 
-/// What the admin routes share.
-#[derive(Debug, Clone)]
-pub struct AdminState {
-    /// The fleet, with its membership.
-    pub fleet: Fleet,
-    /// The head's Link F addresses, written into every join token.
-    pub link_addrs: Vec<SocketAddr>,
-    /// The client APIs' keys.
-    pub keys: Keys,
-}
+pub use super::admin_state::AdminState;
 
 /// The admin routes, under `/admin/v1`.
 pub fn router(state: AdminState) -> Router {

@@ -9,7 +9,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::admin::AdminState;
+use super::admin_state::AdminState;
 use super::extract::ApiJson;
 use super::ApiError;
 use crate::keys::{KeyRecord, NewKey, UsageSnapshot};

@@ -2,6 +2,7 @@
 //! context, dispatches it to the fleet, and turns the node's tokens into
 //! text with stop strings applied.
 
+pub use super::output::Usage;
 use super::output::{FinishReason, Step};
 use super::recent::{self, RequestNote};
 use super::types::Params;
@@ -42,17 +43,6 @@ impl EventSource for RemoteGeneration {
     fn next_event(&mut self) -> BoxFuture<'_, Result<Option<GenerateEvent>, FleetError>> {
         Box::pin(RemoteGeneration::next_event(self))
     }
-}
-
-/// Token counts reported to the client.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Tokens in the prompt.
-    pub prompt_tokens: u32,
-    /// Prompt tokens the node found in its KV cache.
-    pub cached_tokens: u32,
-    /// Tokens generated.
-    pub completion_tokens: u32,
 }
 
 /// A generation running on a node, read as text.

@@ -7,6 +7,7 @@ use super::extract::ApiJson;
 use super::fields::Endpoint;
 use super::generate::Generation;
 use super::request_log;
+pub(crate) use super::request_log::next_request_id;
 use super::request_metrics::RequestModel;
 use super::respond::{self, Envelope, Flavor};
 use super::types::{CompletionRequest, Params};
@@ -20,7 +21,6 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::{Extension, Json};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use superfluid_proto::TokenId;
@@ -318,16 +318,4 @@ pub(crate) async fn tokenize(
 /// The span every request's logs go to, with a fresh request id.
 pub(crate) fn request_span(endpoint: &'static str, id: &str) -> Span {
     request_log::span(endpoint, id)
-}
-
-/// A request id unique within this process and unlikely to repeat across
-/// restarts.
-pub(crate) fn next_request_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let start = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    format!("{:x}{:04x}", start >> 16, n & 0xffff)
 }

@@ -43,3 +43,14 @@ impl From<superfluid_proto::FinishReason> for FinishReason {
         }
     }
 }
+
+/// Token counts reported to the client.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: u32,
+    /// Prompt tokens the node found in its KV cache.
+    pub cached_tokens: u32,
+    /// Tokens generated.
+    pub completion_tokens: u32,
+}

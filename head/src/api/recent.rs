@@ -19,7 +19,7 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use superfluid_link::sync::lock;
 
-use super::generate::Usage;
+use super::output::Usage;
 use super::request_metrics::{RequestModel, UNMATCHED};
 
 /// How many requests the ring keeps.

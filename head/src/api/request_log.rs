@@ -10,8 +10,9 @@
 //! collector gets one record per request with everything on it.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::StatusCode;
@@ -69,11 +70,7 @@ async fn log(request: Request, next: Next) -> Response {
         return response;
     }
     let status = response.status().as_u16();
-    let span = fields(
-        &endpoint,
-        &super::handlers::next_request_id(),
-        &seen.session,
-    );
+    let span = fields(&endpoint, &next_request_id(), &seen.session);
     if let Some(key) = seen.key.get() {
         span.record("key", key.as_str());
     }
@@ -167,4 +164,16 @@ pub async fn logged<T, E: Refused>(
         span.in_scope(|| tracing::info!(status, error = %error, "request refused"));
     }
     answer
+}
+
+/// A request id unique within this process and unlikely to repeat across
+/// restarts.
+pub fn next_request_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    format!("{:x}{:04x}", start >> 16, n & 0xffff)
 }
