@@ -172,7 +172,11 @@ async fn every_dialect_gives_the_same_text_logs_refusals_and_records_sessions() 
             .expect("JSON events");
         let events = events["events"].as_array().expect("an array of events");
         let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
-        assert_eq!(kinds, ["created", "message", "generated"], "{path}: {events:?}");
+        assert_eq!(
+            kinds,
+            ["created", "message", "generated"],
+            "{path}: {events:?}"
+        );
         assert_eq!(
             events[1]["body"],
             json!({"role": "user", "content": QUESTION}),

@@ -72,6 +72,53 @@ mod tests {
         }
     }
 
+    /// Without a key, each route's 401 in its own dialect's body.
+    #[tokio::test]
+    async fn the_key_check_answers_in_each_dialect_s_shape() {
+        use axum::body::Body;
+        use axum::http::{Request, StatusCode};
+        use http_body_util::BodyExt;
+        use serde_json::Value;
+        let keys = crate::keys::Keys::in_memory(&["sk-sf-dialects".to_owned()]).expect("a key set");
+        let app = crate::api::router_with_keys(
+            crate::api::AppState {
+                catalog: crate::api::tests::catalog(),
+                fleet: crate::fleet::Fleet::new(),
+                sessions: None,
+            },
+            keys,
+        );
+        for path in ["/v1/chat/completions", "/v1/messages", "/api/chat"] {
+            let request = Request::post(path)
+                .header("content-type", "application/json")
+                .body(Body::from("{}"))
+                .expect("a request");
+            let response = match tower::ServiceExt::oneshot(app.clone(), request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .expect("a body")
+                .to_bytes();
+            let body: Value = serde_json::from_slice(&bytes).expect("a JSON body");
+            let message = match Dialect::of_path(path) {
+                Dialect::OpenAi => &body["error"]["message"],
+                Dialect::Anthropic => {
+                    assert_eq!(body["type"], "error", "{body}");
+                    assert_eq!(body["error"]["type"], "authentication_error", "{body}");
+                    &body["error"]["message"]
+                }
+                Dialect::Ollama => &body["error"],
+            };
+            let message = message.as_str().unwrap_or_default();
+            assert!(message.contains("key"), "{path}: {body}");
+        }
+    }
+
     #[tokio::test]
     async fn the_current_dialect_is_the_scope_s() {
         assert_eq!(Dialect::current(), Dialect::OpenAi);

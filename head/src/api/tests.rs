@@ -14,7 +14,7 @@ use tower::ServiceExt;
 
 pub(super) const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1";
 
-pub(super) fn catalog() -> Arc<Catalog> {
+pub(crate) fn catalog() -> Arc<Catalog> {
     static CATALOG: OnceLock<Arc<Catalog>> = OnceLock::new();
     CATALOG
         .get_or_init(|| match Catalog::load(backend(), [model_path()]) {
