@@ -17,6 +17,7 @@ use superfluid_proto::{FailureKind, GenerateEvent, GenerateRequest, TokenId, Tok
 use timing::Timing;
 use tracing::Span;
 
+pub mod answer;
 mod failover;
 mod moving;
 mod timing;

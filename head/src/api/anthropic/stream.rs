@@ -4,19 +4,17 @@
 //! `content_block_stop`, then `message_delta` (stop reason and usage) and
 //! `message_stop`; a failure after the stream began is an `error` event.
 //!
-//! Text is a `text` block of `text_delta`s. With tools, text that may
-//! begin a call is held back (by the one tools module's
-//! [`CallSplitter`]); each call the answer ends with is a `tool_use`
-//! block (`id`, `name`, `input: {}`) whose input follows in
+//! Text is a `text` block of `text_delta`s. With tools, the calls the
+//! answer ends with (read on the generation path, [`Answer`]) are each a
+//! `tool_use` block (`id`, `name`, `input: {}`) whose input follows in
 //! `input_json_delta` pieces, and the stop reason is `tool_use`.
 
 use super::answer::{with_node, Reply};
 use super::errors;
 use super::wire::{stop_of, MessageUsage, TextBlock};
+use crate::api::generate::answer::{Answer, Output};
 use crate::api::generate::Generation;
-use crate::api::output::{FinishReason, Step};
-use crate::api::tools::parse::ParsedCall;
-use crate::api::tools::split::{pieces, CallSplitter, Ending, ARGUMENT_PIECE};
+use crate::api::output::FinishReason;
 use crate::api::tools::ToolSet;
 use crate::api::ApiError;
 use axum::response::sse::{Event, Sse};
@@ -30,22 +28,22 @@ use std::convert::Infallible;
 /// OpenAI stream, the response starts once the first text (or the end) is
 /// known, so a generation failing before it gets an error status.
 pub async fn stream(
-    mut generation: Generation,
+    generation: Generation,
     reply: Reply,
     tools: Option<ToolSet>,
 ) -> Result<Response, ApiError> {
-    let first = generation.next().await?;
-    let node = generation.node.clone();
-    let mut usage = MessageUsage::from(generation.usage());
+    let offers_tools = tools.as_ref().is_some_and(ToolSet::offered);
+    let mut answer = Answer::new(generation, tools);
+    let first = answer.next().await?;
+    let node = answer.generation().node.clone();
+    let mut usage = MessageUsage::from(answer.generation().usage());
     // The cached part is known once the node finishes; until then the
     // whole prompt counts as read.
     usage.output_tokens = 0;
     let start = json!({"type": "message_start", "message": reply.message(None, usage)});
-    let offers_tools = tools.is_some();
     let mut state = StreamState {
-        generation,
+        answer,
         reply,
-        tools: tools.map(|tools| (tools, CallSplitter::default())),
         pending: VecDeque::new(),
         text_block: None,
         blocks: 0,
@@ -63,10 +61,8 @@ pub async fn stream(
 }
 
 struct StreamState {
-    generation: Generation,
+    answer: Answer,
     reply: Reply,
-    /// The tools offered, and what of the answer is held back as a call.
-    tools: Option<(ToolSet, CallSplitter)>,
     pending: VecDeque<Event>,
     /// The index of the text block, while it is open.
     text_block: Option<u32>,
@@ -81,29 +77,37 @@ impl StreamState {
             .push_back(Event::default().event(name).data(data.to_string()));
     }
 
-    /// Queues the events of one step of the generation.
-    fn push(&mut self, step: Result<Step, ApiError>) {
-        match step {
-            Ok(Step::Text(text)) => {
-                let text = match &mut self.tools {
-                    Some((_, split)) => split.text(&text),
-                    None => text,
-                };
-                self.text(text);
+    /// Queues the events of one event of the answer.
+    fn push(&mut self, output: Result<Output, ApiError>) {
+        match output {
+            Ok(Output::Text(text)) => self.text(text),
+            // Each call is a `tool_use` block: its start with an empty
+            // input, the input in `input_json_delta` pieces, and its stop.
+            Ok(Output::CallStart { index, name }) => {
+                self.close_text();
+                let at = self.blocks;
+                self.blocks += 1;
+                let block = json!({"type": "tool_use", "id": self.reply.tool_use_id(index as usize), "name": name, "input": {}});
+                self.queue(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": at, "content_block": block}),
+                );
             }
-            Ok(Step::Done(mut finish)) => {
-                if let Some((tools, split)) = &mut self.tools {
-                    match split.finish(tools) {
-                        Ending::Calls(calls) => {
-                            self.close_text();
-                            for (i, call) in calls.into_iter().enumerate() {
-                                self.tool_use(i, call);
-                            }
-                            finish = FinishReason::ToolCalls;
-                        }
-                        Ending::Text(held) => self.text(held),
-                    }
-                }
+            Ok(Output::CallArguments { piece, .. }) => {
+                let at = self.blocks.saturating_sub(1);
+                self.queue(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": at, "delta": {"type": "input_json_delta", "partial_json": piece}}),
+                );
+            }
+            Ok(Output::CallEnd { .. }) => {
+                let at = self.blocks.saturating_sub(1);
+                self.queue(
+                    "content_block_stop",
+                    json!({"type": "content_block_stop", "index": at}),
+                );
+            }
+            Ok(Output::Done(finish)) => {
                 if self.blocks == 0 {
                     // An empty answer is still one (empty) text block.
                     self.open_text();
@@ -154,32 +158,10 @@ impl StreamState {
         }
     }
 
-    /// The `i`th call as a `tool_use` block: its start with an empty
-    /// input, the input in `input_json_delta` pieces, and its stop.
-    fn tool_use(&mut self, i: usize, call: ParsedCall) {
-        let index = self.blocks;
-        self.blocks += 1;
-        let block = json!({"type": "tool_use", "id": self.reply.tool_use_id(i), "name": call.name, "input": {}});
-        self.queue(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": index, "content_block": block}),
-        );
-        for piece in pieces(&call.arguments, ARGUMENT_PIECE) {
-            self.queue(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}}),
-            );
-        }
-        self.queue(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": index}),
-        );
-    }
-
     /// `message_delta` with the stop reason and usage, and `message_stop`.
     fn end(&mut self, finish: FinishReason) {
-        let (stop_reason, stop_sequence) = stop_of(&self.generation, finish);
-        let usage = MessageUsage::from(self.generation.usage());
+        let (stop_reason, stop_sequence) = stop_of(self.answer.generation(), finish);
+        let usage = MessageUsage::from(self.answer.generation().usage());
         self.queue(
             "message_delta",
             json!({
@@ -202,8 +184,8 @@ fn events(state: StreamState) -> impl Stream<Item = Result<Event, Infallible>> +
             if st.done {
                 return None;
             }
-            let step = st.generation.next().await;
-            st.push(step);
+            let output = st.answer.next().await;
+            st.push(output);
         }
     })
 }

@@ -6,9 +6,8 @@
 use super::answer::{with_node, Reply};
 use super::blocks;
 use super::wire::{stop_of, ContentBlock, TextBlock, ToolUseBlock};
+use crate::api::generate::answer::Answer;
 use crate::api::generate::Generation;
-use crate::api::output::{FinishReason, Step};
-use crate::api::tools::parse::parse;
 use crate::api::tools::prompt;
 use crate::api::tools::ToolSet;
 use crate::api::ApiError;
@@ -275,44 +274,29 @@ fn tool_result(
 /// Runs the generation to its end and answers with one `message` whose
 /// calls are `tool_use` blocks, with stop reason `tool_use`.
 pub async fn complete(
-    mut generation: Generation,
+    generation: Generation,
     reply: Reply,
     tools: &ToolSet,
 ) -> Result<Response, ApiError> {
-    let mut text = String::new();
-    let finish = loop {
-        match generation.next().await? {
-            Step::Text(piece) => text.push_str(&piece),
-            Step::Done(finish) => break finish,
-        }
-    };
+    let mut answer = Answer::new(generation, Some(tools.clone()));
+    let whole = answer.whole().await?;
+    let generation = answer.generation();
     let mut message = reply.message(None, generation.usage().into());
-    let finish = match parse(&text, tools) {
-        Some(parsed) => {
-            if let Some(content) = parsed.content {
-                message
-                    .content
-                    .push(ContentBlock::Text(TextBlock::new(content)));
-            }
-            for (i, call) in parsed.calls.into_iter().enumerate() {
-                let input = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
-                message.content.push(ContentBlock::ToolUse(ToolUseBlock {
-                    kind: "tool_use",
-                    id: reply.tool_use_id(i),
-                    name: call.name,
-                    input,
-                }));
-            }
-            FinishReason::ToolCalls
-        }
-        None => {
-            message
-                .content
-                .push(ContentBlock::Text(TextBlock::new(text)));
-            finish
-        }
-    };
-    let (stop_reason, stop_sequence) = stop_of(&generation, finish);
+    if let Some(content) = whole.content() {
+        message
+            .content
+            .push(ContentBlock::Text(TextBlock::new(content)));
+    }
+    for (i, call) in whole.calls.into_iter().enumerate() {
+        let input = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
+        message.content.push(ContentBlock::ToolUse(ToolUseBlock {
+            kind: "tool_use",
+            id: reply.tool_use_id(i),
+            name: call.name,
+            input,
+        }));
+    }
+    let (stop_reason, stop_sequence) = stop_of(generation, whole.finish);
     message.stop_reason = Some(stop_reason);
     message.stop_sequence = stop_sequence;
     Ok(with_node(&generation.node, Json(message)))

@@ -2,11 +2,11 @@
 //! newline-delimited JSON objects as the node generates, the last with
 //! `done: true`, the reason and the counts and durations in nanoseconds.
 
+use super::super::generate::answer::{Answer, Output};
 use super::super::generate::{Generation, Usage};
 use super::super::node_header::with_node;
-use super::super::output::{FinishReason, Step};
-use super::super::tools::parse::{parse, ParsedCall};
-use super::super::tools::split::{CallSplitter, Ending};
+use super::super::output::FinishReason;
+use super::super::tools::parse::ParsedCall;
 use super::super::tools::ToolSet;
 use super::clock::rfc3339_now;
 use super::tools;
@@ -145,57 +145,61 @@ fn reason(finish: FinishReason) -> &'static str {
 /// Runs the generation to its end and answers with one JSON object; with
 /// `tools`, calls in the answer are `message.tool_calls`.
 pub async fn complete(
-    mut generation: Generation,
+    generation: Generation,
     mut reply: Reply,
     tools: Option<&ToolSet>,
 ) -> Result<Response, OllamaError> {
+    let mut answer = Answer::new(generation, tools.cloned());
     let mut text = String::new();
+    let mut calls = Vec::new();
     let finish = loop {
-        match generation.next().await? {
-            Step::Text(piece) => {
-                if text.is_empty() {
-                    reply.text("");
+        let output = answer.next().await?;
+        if reply.first_text.is_none() && !matches!(output, Output::Done(_)) {
+            reply.text("");
+        }
+        match output {
+            Output::Text(piece) => text.push_str(&piece),
+            Output::CallStart { name, .. } => calls.push(ParsedCall {
+                name,
+                arguments: String::new(),
+            }),
+            Output::CallArguments { piece, .. } => {
+                if let Some(call) = calls.last_mut() {
+                    call.arguments.push_str(&piece);
                 }
-                text.push_str(&piece);
             }
-            Step::Done(finish) => break finish,
+            Output::CallEnd { .. } => {}
+            Output::Done(finish) => break finish,
         }
     };
-    let parsed = tools.and_then(|tools| parse(&text, tools));
-    let body = match parsed {
-        Some(parsed) => {
-            let content = parsed.content.unwrap_or_default();
-            let mut body = reply.done(
-                &content,
-                reason(FinishReason::ToolCalls),
-                generation.usage(),
-            );
-            body["message"]["tool_calls"] = tools::calls(&parsed.calls);
-            body
-        }
-        None => reply.done(&text, reason(finish), generation.usage()),
+    let generation = answer.generation();
+    let body = if calls.is_empty() {
+        reply.done(&text, reason(finish), generation.usage())
+    } else {
+        let mut body = reply.done(text.trim(), reason(finish), generation.usage());
+        body["message"]["tool_calls"] = tools::calls(&calls);
+        body
     };
     Ok(with_node(&generation.node, Json(body)))
 }
 
 /// Answers with one JSON object per line as the node generates. The first
-/// step is awaited before the response starts, so that a generation that
+/// event is awaited before the response starts, so that a generation that
 /// fails before any text gets an error status, and the node header names
-/// the node that answers. With `tools`, text that may begin a call is held
-/// back, and the calls come in one object before the last, as Ollama sends
-/// them.
+/// the node that answers. With `tools`, the calls come in one object before
+/// the last, as Ollama sends them.
 pub async fn stream(
-    mut generation: Generation,
+    generation: Generation,
     reply: Reply,
     tools: Option<ToolSet>,
 ) -> Result<Response, OllamaError> {
-    let first = generation.next().await;
-    let first = first?;
-    let node = generation.node.clone();
+    let mut answer = Answer::new(generation, tools);
+    let first = answer.next().await?;
+    let node = answer.generation().node.clone();
     let mut state = StreamState {
-        generation,
+        answer,
         reply,
-        tools: tools.map(|tools| (tools, CallSplitter::default())),
+        calls: Vec::new(),
         pending: VecDeque::new(),
         done: false,
     };
@@ -206,46 +210,41 @@ pub async fn stream(
 }
 
 struct StreamState {
-    generation: Generation,
+    answer: Answer,
     reply: Reply,
-    /// The tools offered, and what of the answer is held back as a call.
-    tools: Option<(ToolSet, CallSplitter)>,
+    /// The calls the answer ends with, gathered for their one object.
+    calls: Vec<ParsedCall>,
     pending: VecDeque<Bytes>,
     done: bool,
 }
 
 impl StreamState {
-    /// Queues the line for one step of the generation; an error mid-stream
-    /// is a last `{"error": ...}` line, as Ollama sends it.
-    fn push(&mut self, step: Result<Step, OllamaError>) {
-        match step {
-            Ok(Step::Text(text)) => {
-                let text = match &mut self.tools {
-                    Some((_, split)) => split.text(&text),
-                    None => text,
-                };
-                if !text.is_empty() {
-                    let line = self.reply.text(&text);
-                    self.line(&line);
+    /// Queues the line for one event of the answer; an error mid-stream is
+    /// a last `{"error": ...}` line, as Ollama sends it.
+    fn push(&mut self, output: Result<Output, OllamaError>) {
+        match output {
+            Ok(Output::Text(text)) => {
+                let line = self.reply.text(&text);
+                self.line(&line);
+            }
+            Ok(Output::CallStart { name, .. }) => self.calls.push(ParsedCall {
+                name,
+                arguments: String::new(),
+            }),
+            Ok(Output::CallArguments { piece, .. }) => {
+                if let Some(call) = self.calls.last_mut() {
+                    call.arguments.push_str(&piece);
                 }
             }
-            Ok(Step::Done(mut finish)) => {
-                if let Some((tools, split)) = &mut self.tools {
-                    match split.finish(tools) {
-                        Ending::Calls(calls) => {
-                            let line = self.reply.calls(&calls);
-                            self.line(&line);
-                            finish = FinishReason::ToolCalls;
-                        }
-                        Ending::Text(held) if !held.is_empty() => {
-                            let line = self.reply.text(&held);
-                            self.line(&line);
-                        }
-                        Ending::Text(_) => {}
-                    }
+            Ok(Output::CallEnd { .. }) => {}
+            Ok(Output::Done(finish)) => {
+                if !self.calls.is_empty() {
+                    let line = self.reply.calls(&self.calls);
+                    self.line(&line);
                 }
                 self.done = true;
-                let line = self.reply.done("", reason(finish), self.generation.usage());
+                let usage = self.answer.generation().usage();
+                let line = self.reply.done("", reason(finish), usage);
                 self.line(&line);
             }
             Err(err) => {
@@ -272,8 +271,8 @@ fn lines(state: StreamState) -> impl Stream<Item = Result<Bytes, Infallible>> + 
             if st.done {
                 return None;
             }
-            let step = st.generation.next().await.map_err(OllamaError::from);
-            st.push(step);
+            let output = st.answer.next().await.map_err(OllamaError::from);
+            st.push(output);
         }
     })
 }

@@ -3,9 +3,8 @@
 //! streamed as OpenAI's deltas (the call's index, id, type and name first,
 //! then its arguments in pieces).
 //!
-//! While streaming, text is passed on as it comes until a `<tool_call>` tag
-//! starts; from there the text is held to the end and read as calls. What
-//! cannot be read as calls is sent as text after all.
+//! The calls are read out of the text once, on the generation path
+//! ([`Answer`]); this module only encodes its events.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -15,11 +14,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::stream;
 
-use super::parse::{parse, ParsedCall};
 use super::spec::ToolSet;
-use super::split::{pieces, CallSplitter, Ending, ARGUMENT_PIECE};
+use crate::api::generate::answer::{Answer, Output};
 use crate::api::generate::Generation;
-use crate::api::output::{FinishReason, Step};
+use crate::api::output::FinishReason;
 use crate::api::respond::{data, with_node, Envelope};
 use crate::api::wire::chat::{
     AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, Delta,
@@ -30,36 +28,29 @@ use crate::api::ApiError;
 
 /// Runs the generation to its end and answers with one JSON object.
 pub async fn complete(
-    mut generation: Generation,
+    generation: Generation,
     envelope: Envelope,
     tools: &ToolSet,
 ) -> Result<Response, ApiError> {
-    let mut text = String::new();
-    let finish = loop {
-        match generation.next().await? {
-            Step::Text(piece) => text.push_str(&piece),
-            Step::Done(finish) => break finish,
-        }
-    };
-    let (content, tool_calls, finish) = match parse(&text, tools) {
-        Some(parsed) => {
-            let calls = parsed
-                .calls
-                .into_iter()
-                .enumerate()
-                .map(|(i, call)| ToolCall {
-                    id: call_id(&envelope, i),
-                    kind: "function".to_owned(),
-                    function: FunctionCall {
-                        name: call.name,
-                        arguments: call.arguments,
-                    },
-                })
-                .collect();
-            (parsed.content, Some(calls), FinishReason::ToolCalls)
-        }
-        None => (Some(text), None, finish),
-    };
+    let mut answer = Answer::new(generation, Some(tools.clone()));
+    let whole = answer.whole().await?;
+    let content = whole.content();
+    let tool_calls = (!whole.calls.is_empty()).then(|| {
+        whole
+            .calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, call)| ToolCall {
+                id: call_id(&envelope, i),
+                kind: "function".to_owned(),
+                function: FunctionCall {
+                    name: call.name,
+                    arguments: call.arguments,
+                },
+            })
+            .collect()
+    });
+    let generation = answer.generation();
     let body = Json(ChatCompletion {
         id: envelope.id.clone(),
         object: Object::ChatCompletion,
@@ -73,7 +64,7 @@ pub async fn complete(
                 tool_calls,
             },
             logprobs: None,
-            finish_reason: finish,
+            finish_reason: whole.finish,
         }],
         usage: generation.usage().into(),
     });
@@ -82,20 +73,19 @@ pub async fn complete(
 
 /// Answers with server-sent events as the node generates.
 pub async fn stream(
-    mut generation: Generation,
+    generation: Generation,
     envelope: Envelope,
     include_usage: bool,
     tools: ToolSet,
 ) -> Result<Response, ApiError> {
-    let first = generation.next().await?;
-    let node = generation.node.clone();
+    let mut answer = Answer::new(generation, Some(tools));
+    let first = answer.next().await?;
+    let node = answer.generation().node.clone();
     let mut state = ToolStream {
-        generation,
+        answer,
         envelope,
         include_usage,
-        tools,
         pending: VecDeque::new(),
-        split: CallSplitter::default(),
         done: false,
     };
     let role = Delta {
@@ -113,8 +103,8 @@ pub async fn stream(
             if st.done {
                 return None;
             }
-            let step = st.generation.next().await;
-            st.push(step);
+            let output = st.answer.next().await;
+            st.push(output);
         }
     });
     let sse = Sse::new(events).keep_alive(crate::api::sse::keep_alive());
@@ -128,40 +118,50 @@ fn call_id(envelope: &Envelope, index: usize) -> String {
 }
 
 struct ToolStream {
-    generation: Generation,
+    answer: Answer,
     envelope: Envelope,
     include_usage: bool,
-    tools: ToolSet,
     pending: VecDeque<Event>,
-    /// Holds back what may be a call.
-    split: CallSplitter,
     done: bool,
 }
 
 impl ToolStream {
-    /// Queues the events for one step of the generation.
-    fn push(&mut self, step: Result<Step, ApiError>) {
-        match step {
-            Ok(Step::Text(text)) => {
-                let text = self.split.text(&text);
-                self.text(text);
-            }
-            Ok(Step::Done(finish)) => {
-                let finish = match self.split.finish(&self.tools) {
-                    Ending::Calls(calls) => {
-                        for (i, call) in calls.into_iter().enumerate() {
-                            self.call(i, call);
-                        }
-                        FinishReason::ToolCalls
-                    }
-                    Ending::Text(held) => {
-                        self.text(held);
-                        finish
-                    }
+    /// Queues the chunks of one event of the answer.
+    fn push(&mut self, output: Result<Output, ApiError>) {
+        match output {
+            Ok(Output::Text(text)) => {
+                let delta = Delta {
+                    content: Some(text),
+                    ..Delta::default()
                 };
+                self.send(delta, None);
+            }
+            // The index, id, type and name with empty arguments first,
+            // then the arguments in pieces.
+            Ok(Output::CallStart { index, name }) => self.send_call(ToolCallDelta {
+                index,
+                id: Some(call_id(&self.envelope, index as usize)),
+                kind: Some("function".to_owned()),
+                function: FunctionDelta {
+                    name: Some(name),
+                    arguments: String::new(),
+                },
+            }),
+            Ok(Output::CallArguments { index, piece }) => self.send_call(ToolCallDelta {
+                index,
+                id: None,
+                kind: None,
+                function: FunctionDelta {
+                    name: None,
+                    arguments: piece,
+                },
+            }),
+            Ok(Output::CallEnd { .. }) => {}
+            Ok(Output::Done(finish)) => {
                 self.send(Delta::default(), Some(finish));
                 if self.include_usage {
-                    let chunk = self.chunk(Vec::new(), Some(self.generation.usage().into()));
+                    let usage = self.answer.generation().usage().into();
+                    let chunk = self.chunk(Vec::new(), Some(usage));
                     self.pending.push_back(data(&chunk));
                 }
                 self.pending.push_back(Event::default().data("[DONE]"));
@@ -174,44 +174,6 @@ impl ToolStream {
                 self.pending.push_back(Event::default().data("[DONE]"));
                 self.done = true;
             }
-        }
-    }
-
-    fn text(&mut self, text: String) {
-        if !text.is_empty() {
-            let delta = Delta {
-                content: Some(text),
-                ..Delta::default()
-            };
-            self.send(delta, None);
-        }
-    }
-
-    /// One call as deltas: index, id, type and name with empty arguments,
-    /// then the arguments in pieces.
-    fn call(&mut self, index: usize, call: ParsedCall) {
-        let at = u32::try_from(index).unwrap_or(u32::MAX);
-        let head = ToolCallDelta {
-            index: at,
-            id: Some(call_id(&self.envelope, index)),
-            kind: Some("function".to_owned()),
-            function: FunctionDelta {
-                name: Some(call.name),
-                arguments: String::new(),
-            },
-        };
-        self.send_call(head);
-        for piece in pieces(&call.arguments, ARGUMENT_PIECE) {
-            let delta = ToolCallDelta {
-                index: at,
-                id: None,
-                kind: None,
-                function: FunctionDelta {
-                    name: None,
-                    arguments: piece.to_owned(),
-                },
-            };
-            self.send_call(delta);
         }
     }
 
