@@ -22,15 +22,14 @@ use tokio::sync::mpsc;
 use super::super::admission::Admission;
 use super::super::auth::Caller;
 use super::super::extract::ApiJson;
+use super::super::generate::answer::{Answer, Output, Whole};
 use super::super::generate::Generation;
 use super::super::handlers::{next_request_id, request_span, tokenize};
-use super::super::output::Step;
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
 use super::super::tools::grammar;
-use super::super::tools::parse::split_answer;
+use super::super::tools::parse::ParsedCall;
 use super::super::tools::prompt::with_tools;
-use super::super::tools::split::{CallSplitter, Ending};
 use super::super::tools::ToolSet;
 use super::super::{ApiError, AppState, NODE_HEADER};
 use super::bodies::{self, GenerateBody};
@@ -140,12 +139,12 @@ struct Turn {
 }
 
 /// Runs the generation to its end and commits its reply, telling `tx`
-/// (while anyone listens) what happens. With tools offered, text that may
-/// start a call is held back from the deltas, and the calls the model made
-/// are the `tool_calls` of the `generated` event.
+/// (while anyone listens) what happens. With tools offered, the calls the
+/// model made (read on the generation path, [`Answer`]) are the
+/// `tool_calls` of the `generated` event.
 async fn drive(
     turn: Turn,
-    mut generation: Generation,
+    generation: Generation,
     prompt_event: Event,
     tx: mpsc::Sender<Progress>,
 ) {
@@ -156,25 +155,32 @@ async fn drive(
     } = turn;
     let prompt_id = prompt_event.id;
     let _ = tx.send(Progress::Committed(prompt_event)).await;
-    let mut text = String::new();
-    let mut splitter = CallSplitter::default();
-    let finish = loop {
-        match generation.next().await {
-            Ok(Step::Text(piece)) => {
-                text.push_str(&piece);
-                let piece = match tools {
-                    Some(_) => splitter.text(&piece),
-                    None => piece,
-                };
-                if !piece.is_empty() {
-                    let _ = tx.send(Progress::Text(piece)).await;
+    let mut answer = Answer::new(generation, tools);
+    let mut whole = Whole::default();
+    loop {
+        match answer.next().await {
+            Ok(Output::Text(piece)) => {
+                whole.text.push_str(&piece);
+                let _ = tx.send(Progress::Text(piece)).await;
+            }
+            Ok(Output::CallStart { name, .. }) => whole.calls.push(ParsedCall {
+                name,
+                arguments: String::new(),
+            }),
+            Ok(Output::CallArguments { piece, .. }) => {
+                if let Some(call) = whole.calls.last_mut() {
+                    call.arguments.push_str(&piece);
                 }
             }
-            Ok(Step::Done(finish)) => break finish,
+            Ok(Output::CallEnd { .. }) => {}
+            Ok(Output::Done(finish)) => {
+                whole.finish = finish;
+                break;
+            }
             Err(err) => {
                 // The turn ends in a failure event, so that replays drop it.
                 let body = bodies::failed(&err.body(), prompt_id);
-                drop(generation);
+                drop(answer);
                 match store
                     .append_generated(&guard, EventKind::GenerationFailed, body)
                     .await
@@ -191,20 +197,14 @@ async fn drive(
                 return;
             }
         }
-    };
-    let usage = generation.usage();
-    let (content, calls) = split_answer(&text, tools.as_ref());
-    if let (Some(set), true) = (&tools, calls.is_empty()) {
-        // Held back as a possible call, but text after all.
-        if let Ending::Text(rest) = splitter.finish(set) {
-            if !rest.is_empty() {
-                let _ = tx.send(Progress::Text(rest)).await;
-            }
-        }
     }
-    let mut body = bodies::generated(&content, finish, &usage);
-    if !calls.is_empty() {
-        let calls: Vec<Value> = calls
+    let generation = answer.generation();
+    let usage = generation.usage();
+    let content = whole.content().unwrap_or_default();
+    let mut body = bodies::generated(&content, whole.finish, &usage);
+    if !whole.calls.is_empty() {
+        let calls: Vec<Value> = whole
+            .calls
             .iter()
             .enumerate()
             .map(|(i, call)| {
@@ -216,10 +216,9 @@ async fn drive(
             })
             .collect();
         body["tool_calls"] = json!(calls);
-        body["finish_reason"] = json!("tool_calls");
     }
     body["node"] = json!(generation.node);
-    drop(generation);
+    drop(answer);
     let committed = store
         .append_generated(&guard, EventKind::Generated, body)
         .await;
