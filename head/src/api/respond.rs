@@ -2,8 +2,9 @@
 //! JSON object or as server-sent events ([`stream`]), in the shape of
 //! either chat or text completions.
 
+use super::generate::answer::Answer;
 use super::generate::{Generation, Usage};
-use super::output::{FinishReason, Step};
+use super::output::FinishReason;
 use super::wire::chat::{
     AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, Delta, Role,
 };
@@ -239,34 +240,26 @@ pub async fn complete(generation: Generation, envelope: Envelope) -> Result<Resp
 /// Runs the `n` generations of one request side by side to their ends
 /// and answers with one JSON object holding a choice for each.
 pub async fn complete_all(
-    mut generations: Vec<Generation>,
+    generations: Vec<Generation>,
     envelope: Envelope,
 ) -> Result<Response, ApiError> {
-    let answers = futures::future::try_join_all(generations.iter_mut().map(run_to_end)).await?;
-    let usage = summed(generations.iter().map(Generation::usage));
-    let body = envelope.complete(answers, usage);
-    let node = generations.first().map_or("", |g| g.node.as_str());
+    let mut answers: Vec<Answer> = generations
+        .into_iter()
+        .map(|generation| Answer::new(generation, None))
+        .collect();
+    let wholes = futures::future::try_join_all(answers.iter_mut().map(Answer::whole)).await?;
+    let usage = summed(answers.iter().map(|a| a.generation().usage()));
+    let choices = wholes
+        .into_iter()
+        .map(|whole| Answered {
+            text: whole.text,
+            finish: whole.finish,
+            logprobs: whole.logprobs,
+        })
+        .collect();
+    let body = envelope.complete(choices, usage);
+    let node = answers.first().map_or("", |a| a.generation().node.as_str());
     Ok(with_node(node, body))
-}
-
-/// One choice's whole text, finish and log-probabilities.
-async fn run_to_end(generation: &mut Generation) -> Result<Answered, ApiError> {
-    let mut text = String::new();
-    let mut logprobs = Vec::new();
-    // The JSON renderer: every kind of output is rendered or refused here.
-    let finish = loop {
-        let step = generation.next().await?;
-        logprobs.extend(generation.take_logprobs());
-        match step {
-            Step::Text(piece) => text.push_str(&piece),
-            Step::Done(finish) => break finish,
-        }
-    };
-    Ok(Answered {
-        text,
-        finish,
-        logprobs,
-    })
 }
 
 /// `value` as one `data:` event.

@@ -3,9 +3,9 @@
 //! [`stream`](super::stream).
 
 use super::wire::{stop_of, ContentBlock, Message, MessageUsage, TextBlock};
+use crate::api::generate::answer::Answer;
 use crate::api::generate::Generation;
 pub use crate::api::node_header::with_node;
-use crate::api::output::Step;
 use crate::api::ApiError;
 use axum::response::Response;
 use axum::Json;
@@ -44,16 +44,12 @@ impl Reply {
 }
 
 /// Runs the generation to its end and answers with one `message`.
-pub async fn complete(mut generation: Generation, reply: Reply) -> Result<Response, ApiError> {
-    let mut text = String::new();
-    let finish = loop {
-        match generation.next().await? {
-            Step::Text(piece) => text.push_str(&piece),
-            Step::Done(finish) => break finish,
-        }
-    };
-    let (stop_reason, stop_sequence) = stop_of(&generation, finish);
-    let mut message = reply.message(Some(text), generation.usage().into());
+pub async fn complete(generation: Generation, reply: Reply) -> Result<Response, ApiError> {
+    let mut answer = Answer::new(generation, None);
+    let whole = answer.whole().await?;
+    let generation = answer.generation();
+    let (stop_reason, stop_sequence) = stop_of(generation, whole.finish);
+    let mut message = reply.message(Some(whole.text), generation.usage().into());
     message.stop_reason = Some(stop_reason);
     message.stop_sequence = stop_sequence;
     Ok(with_node(&generation.node, Json(message)))

@@ -100,6 +100,8 @@ impl StreamState {
                     json!({"type": "content_block_delta", "index": at, "delta": {"type": "input_json_delta", "partial_json": piece}}),
                 );
             }
+            // The Messages API has no log-probabilities to ask for.
+            Ok(Output::Logprobs(_)) => {}
             Ok(Output::CallEnd { .. }) => {
                 let at = self.blocks.saturating_sub(1);
                 self.queue(

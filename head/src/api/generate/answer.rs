@@ -1,5 +1,6 @@
 //! The one typed output stream a generation gives every dialect: text,
-//! tool calls (read out of the text once, here), and the end. Each
+//! log-probabilities, tool calls (read out of the text once, here), and
+//! the end. Each
 //! dialect's encoder maps these events onto its wire (SSE, NDJSON, whole
 //! JSON); a new kind of output is a new [`Output`] variant, which every
 //! encoder's `match` then renders or refuses by name.
@@ -13,6 +14,8 @@
 
 use std::collections::VecDeque;
 
+use superfluid_proto::TokenLogprob;
+
 use super::Generation;
 use crate::api::output::{FinishReason, Step};
 use crate::api::tools::parse::ParsedCall;
@@ -21,10 +24,14 @@ use crate::api::tools::ToolSet;
 use crate::api::ApiError;
 
 /// One event of an answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Output {
     /// Text for the client (never empty).
     Text(String),
+    /// The log-probabilities of the tokens of the next [`Output::Text`]
+    /// (or, before [`Output::Done`], of tokens whose text a stop string
+    /// held back); only when the request asked for them.
+    Logprobs(Vec<TokenLogprob>),
     /// The `index`th call (from 0) starts: the function's name.
     CallStart {
         /// Which call of the answer.
@@ -87,14 +94,19 @@ impl Answer {
             if let Some(finish) = self.finish {
                 return Ok(Output::Done(finish));
             }
-            match self.generation.next().await? {
+            let step = self.generation.next().await?;
+            let logprobs = self.generation.take_logprobs();
+            if !logprobs.is_empty() {
+                self.queued.push_back(Output::Logprobs(logprobs));
+            }
+            match step {
                 Step::Text(text) => {
                     let text = match &mut self.tools {
                         Some((_, split)) => split.text(&text),
                         None => text,
                     };
                     if !text.is_empty() {
-                        return Ok(Output::Text(text));
+                        self.queued.push_back(Output::Text(text));
                     }
                 }
                 Step::Done(finish) => self.end(finish),
@@ -140,6 +152,7 @@ impl Answer {
         loop {
             match self.next().await? {
                 Output::Text(text) => whole.text.push_str(&text),
+                Output::Logprobs(entries) => whole.logprobs.extend(entries),
                 Output::CallStart { name, .. } => whole.calls.push(ParsedCall {
                     name,
                     arguments: String::new(),
@@ -160,7 +173,7 @@ impl Answer {
 }
 
 /// A whole answer: its text, the calls it ended with, why it ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Whole {
     /// The text (before the calls, when it ended in calls).
     pub text: String,
@@ -168,6 +181,8 @@ pub struct Whole {
     pub calls: Vec<ParsedCall>,
     /// Why it ended.
     pub finish: FinishReason,
+    /// Each token's log-probability, when the request asked for them.
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 impl Default for Whole {
@@ -176,6 +191,7 @@ impl Default for Whole {
             text: String::new(),
             calls: Vec::new(),
             finish: FinishReason::Stop,
+            logprobs: Vec::new(),
         }
     }
 }

@@ -168,7 +168,8 @@ pub async fn complete(
                     call.arguments.push_str(&piece);
                 }
             }
-            Output::CallEnd { .. } => {}
+            // Ollama's requests here do not ask for log-probabilities.
+            Output::CallEnd { .. } | Output::Logprobs(_) => {}
             Output::Done(finish) => break finish,
         }
     };
@@ -236,7 +237,7 @@ impl StreamState {
                     call.arguments.push_str(&piece);
                 }
             }
-            Ok(Output::CallEnd { .. }) => {}
+            Ok(Output::CallEnd { .. } | Output::Logprobs(_)) => {}
             Ok(Output::Done(finish)) => {
                 if !self.calls.is_empty() {
                     let line = self.reply.calls(&self.calls);

@@ -3,8 +3,8 @@
 //! with one usage chunk (if asked) and `[DONE]`.
 
 use super::{summed, with_node, Envelope, Flavor, Piece};
+use crate::api::generate::answer::{Answer, Output};
 use crate::api::generate::{Generation, Usage};
-use crate::api::output::Step;
 use crate::api::ApiError;
 use axum::response::sse::{Event, Sse};
 use axum::response::Response;
@@ -30,22 +30,26 @@ pub async fn stream(
 /// the first one was lost before its first token, and a generation that
 /// fails before any text gets an error status instead of a stream.
 pub async fn stream_all(
-    mut generations: Vec<Generation>,
+    generations: Vec<Generation>,
     envelope: Envelope,
     include_usage: bool,
 ) -> Result<Response, ApiError> {
-    let firsts =
-        futures::future::try_join_all(generations.iter_mut().map(Generation::next)).await?;
-    let node = generations
+    let mut answers: Vec<Answer> = generations
+        .into_iter()
+        .map(|generation| Answer::new(generation, None))
+        .collect();
+    let firsts = futures::future::try_join_all(answers.iter_mut().map(Answer::next)).await?;
+    let node = answers
         .first()
-        .map(|g| g.node.clone())
+        .map(|a| a.generation().node.clone())
         .unwrap_or_default();
-    let n = generations.len();
+    let n = answers.len();
     let mut state = StreamState {
         envelope,
         include_usage,
         pending: VecDeque::new(),
         offsets: vec![0; n],
+        scores: vec![Vec::new(); n],
         usages: vec![Usage::default(); n],
         running: n,
         done: n == 0,
@@ -73,39 +77,36 @@ pub async fn stream_all(
     }
     let choices = stream::select_all(
         (0u32..)
-            .zip(generations.into_iter().zip(firsts))
-            .map(|(index, (generation, first))| steps(index, generation, first)),
+            .zip(answers.into_iter().zip(firsts))
+            .map(|(index, (answer, first))| steps(index, answer, first)),
     );
     let sse = Sse::new(events(state, choices)).keep_alive(crate::api::sse::keep_alive());
     Ok(with_node(&node, sse))
 }
 
-/// One step of one choice.
+/// One event of one choice.
 struct ChoiceStep {
     index: u32,
-    step: Result<Step, ApiError>,
-    /// The log-probabilities of the tokens the step covers.
-    logprobs: Vec<TokenLogprob>,
+    output: Result<Output, ApiError>,
     usage: Usage,
 }
 
-/// A choice's steps, starting with `first`, up to its end or its error.
-/// The generation is dropped once it has ended.
-fn steps(index: u32, generation: Generation, first: Step) -> BoxStream<'static, ChoiceStep> {
-    stream::unfold(Some((generation, Some(first))), move |state| async move {
-        let (mut generation, mut first) = state?;
-        let step = match first.take() {
-            Some(step) => Ok(step),
-            None => generation.next().await,
+/// A choice's events, starting with `first`, up to its end or its error.
+/// The answer is dropped once it has ended.
+fn steps(index: u32, answer: Answer, first: Output) -> BoxStream<'static, ChoiceStep> {
+    stream::unfold(Some((answer, Some(first))), move |state| async move {
+        let (mut answer, mut first) = state?;
+        let output = match first.take() {
+            Some(output) => Ok(output),
+            None => answer.next().await,
         };
-        let more = matches!(step, Ok(Step::Text(_)));
+        let more = matches!(&output, Ok(o) if !matches!(o, Output::Done(_)));
         let item = ChoiceStep {
             index,
-            step,
-            logprobs: generation.take_logprobs(),
-            usage: generation.usage(),
+            output,
+            usage: answer.generation().usage(),
         };
-        Some((item, more.then_some((generation, None))))
+        Some((item, more.then_some((answer, None))))
     })
     .boxed()
 }
@@ -116,6 +117,8 @@ struct StreamState {
     pending: VecDeque<Event>,
     /// Each choice's text so far, in characters (for legacy offsets).
     offsets: Vec<usize>,
+    /// Each choice's log-probabilities for its next chunk.
+    scores: Vec<Vec<TokenLogprob>>,
     /// Each choice's final token counts, as they end.
     usages: Vec<Usage>,
     /// Choices not yet ended.
@@ -138,23 +141,32 @@ impl StreamState {
     fn push(&mut self, item: ChoiceStep) {
         let ChoiceStep {
             index,
-            step,
-            logprobs,
+            output,
             usage,
         } = item;
-        match step {
-            Ok(Step::Text(text)) => {
+        match output {
+            Ok(Output::Logprobs(entries)) => {
+                if let Some(scores) = self.scores.get_mut(index as usize) {
+                    scores.extend(entries);
+                }
+            }
+            Ok(Output::Text(text)) => {
                 let piece = Piece {
                     text: Some(text),
-                    logprobs,
+                    logprobs: self.take_scores(index),
                     ..Piece::default()
                 };
                 self.send(index, piece);
             }
-            Ok(Step::Done(finish)) => {
+            // No tools are offered to a request answered here (they go to
+            // the tools module's answer), so no call comes.
+            Ok(
+                Output::CallStart { .. } | Output::CallArguments { .. } | Output::CallEnd { .. },
+            ) => {}
+            Ok(Output::Done(finish)) => {
                 let last = Piece {
                     finish: Some(finish),
-                    logprobs,
+                    logprobs: self.take_scores(index),
                     ..Piece::default()
                 };
                 self.send(index, last);
@@ -179,6 +191,14 @@ impl StreamState {
                 self.done = true;
             }
         }
+    }
+
+    /// Choice `index`'s log-probabilities gathered for its next chunk.
+    fn take_scores(&mut self, index: u32) -> Vec<TokenLogprob> {
+        self.scores
+            .get_mut(index as usize)
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 }
 

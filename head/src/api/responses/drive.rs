@@ -5,8 +5,9 @@
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::super::generate::answer::{Answer, Output};
 use super::super::generate::{Generation, Usage};
-use super::super::output::{FinishReason, Step};
+use super::super::output::FinishReason;
 use super::super::sessions::bodies;
 use super::super::ApiError;
 use super::reply::{ResponseView, Status};
@@ -48,11 +49,14 @@ pub fn spawn(hold: Option<Hold>, generation: Generation) -> mpsc::Receiver<Progr
     rx
 }
 
-async fn run(hold: Option<Hold>, mut generation: Generation, tx: mpsc::Sender<Progress>) {
+async fn run(hold: Option<Hold>, generation: Generation, tx: mpsc::Sender<Progress>) {
+    // The response keeps the model's whole text, calls included, and reads
+    // its calls from it (`reply`), stored or streamed alike.
+    let mut answer = Answer::new(generation, None);
     let mut text = String::new();
     let finish = loop {
-        match generation.next().await {
-            Ok(Step::Text(piece)) => {
+        match answer.next().await {
+            Ok(Output::Text(piece)) => {
                 text.push_str(&piece);
                 let gone = tx.send(Progress::Text(piece)).await.is_err();
                 if gone && hold.is_none() {
@@ -60,9 +64,17 @@ async fn run(hold: Option<Hold>, mut generation: Generation, tx: mpsc::Sender<Pr
                     return;
                 }
             }
-            Ok(Step::Done(finish)) => break finish,
+            // Without tools on the path no call comes; the Responses API
+            // has no log-probabilities to ask for.
+            Ok(
+                Output::Logprobs(_)
+                | Output::CallStart { .. }
+                | Output::CallArguments { .. }
+                | Output::CallEnd { .. },
+            ) => {}
+            Ok(Output::Done(finish)) => break finish,
             Err(err) => {
-                drop(generation);
+                drop(answer);
                 if let Some(hold) = hold {
                     record_failure(hold, &err).await;
                 }
@@ -71,9 +83,9 @@ async fn run(hold: Option<Hold>, mut generation: Generation, tx: mpsc::Sender<Pr
             }
         }
     };
-    let usage = generation.usage();
-    let node = generation.node.clone();
-    drop(generation);
+    let usage = answer.generation().usage();
+    let node = answer.generation().node.clone();
+    drop(answer);
     if let Some(Hold { store, guard, .. }) = hold {
         let mut body = bodies::generated(&text, finish, &usage);
         body["node"] = json!(node);

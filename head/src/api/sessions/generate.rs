@@ -172,7 +172,8 @@ async fn drive(
                     call.arguments.push_str(&piece);
                 }
             }
-            Ok(Output::CallEnd { .. }) => {}
+            // A session generation does not ask for log-probabilities.
+            Ok(Output::CallEnd { .. } | Output::Logprobs(_)) => {}
             Ok(Output::Done(finish)) => {
                 whole.finish = finish;
                 break;

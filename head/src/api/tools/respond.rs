@@ -156,7 +156,8 @@ impl ToolStream {
                     arguments: piece,
                 },
             }),
-            Ok(Output::CallEnd { .. }) => {}
+            // Refused with tools, so never asked for here.
+            Ok(Output::CallEnd { .. } | Output::Logprobs(_)) => {}
             Ok(Output::Done(finish)) => {
                 self.send(Delta::default(), Some(finish));
                 if self.include_usage {
