@@ -119,6 +119,42 @@ mod tests {
         }
     }
 
+    /// The dialects' rooms reach the fleet only through the generation
+    /// path: no file of theirs names the fleet itself.
+    #[test]
+    fn no_dialect_names_the_fleet() {
+        fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).expect("a source directory").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    files(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let api = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/api");
+        let mut found = Vec::new();
+        for room in ["anthropic", "ollama", "responses", "sessions"] {
+            files(&api.join(room), &mut found);
+            found.push(api.join(format!("{room}.rs")));
+        }
+        assert!(found.len() > 20, "{found:?}");
+        for path in found {
+            let name = path.to_string_lossy().into_owned();
+            if name.ends_with("tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            for needle in ["crate::fleet", ".fleet."] {
+                assert!(
+                    !text.contains(needle),
+                    "{name} names the fleet (`{needle}`); reach it through api::generate"
+                );
+            }
+        }
+    }
+
     #[tokio::test]
     async fn the_current_dialect_is_the_scope_s() {
         assert_eq!(Dialect::current(), Dialect::OpenAi);

@@ -6,6 +6,7 @@
 use super::super::admission::Admission;
 use super::super::auth::Caller;
 use super::super::embeddings::{self, input, with_node};
+use super::super::generate::residency;
 use super::super::handlers::{next_request_id, request_span};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
@@ -91,7 +92,7 @@ pub async fn embed(
         let model = model_field(req.model.as_deref())?;
         let codec = admission.model(model, counted.as_ref())?;
         let keep = super::keep_alive::parse(req.keep_alive.as_ref())?;
-        state.fleet.set_keep_alive(codec.id(), keep);
+        residency::keep_for(&state, codec.id(), keep);
         let dims = embeddings::require_embedding(&state, &codec, "model")?;
         if let Some(asked) = req.dimensions.filter(|&d| d != i64::from(dims)) {
             return Err(OllamaError::field("dimensions", format!("`dimensions` {asked} is not supported: {model} gives vectors of {dims} dimensions and was not trained to be shortened; leave `dimensions` out or set it to {dims}")));
@@ -148,7 +149,7 @@ pub async fn legacy(
         let model = model_field(req.model.as_deref())?;
         let codec = admission.model(model, counted.as_ref())?;
         let keep = super::keep_alive::parse(req.keep_alive.as_ref())?;
-        state.fleet.set_keep_alive(codec.id(), keep);
+        residency::keep_for(&state, codec.id(), keep);
         embeddings::require_embedding(&state, &codec, "model")?;
         let prompt = req.prompt.unwrap_or_default();
         let inputs = input::parse(Some(&Value::String(prompt)), "prompt")?;

@@ -4,6 +4,8 @@
 
 use super::super::admission::Admission;
 use super::super::auth::Caller;
+use super::super::generate::residency;
+use super::super::generate::residency::KeepAlive;
 use super::super::handlers::{next_request_id, request_span, tokenize};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
@@ -17,7 +19,6 @@ use super::reply::{self, Kind, Reply};
 use super::request::{ChatRequest, GenerateRequest};
 use super::OllamaError;
 use crate::codec::ModelCodec;
-use crate::fleet::placement::KeepAlive;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -136,7 +137,7 @@ fn keep_alive(
     keep_alive: Option<&serde_json::Value>,
 ) -> Result<Option<KeepAlive>, OllamaError> {
     let keep = super::keep_alive::parse(keep_alive)?;
-    state.fleet.set_keep_alive(codec.id(), keep);
+    residency::keep_for(state, codec.id(), keep);
     Ok(keep)
 }
 
@@ -149,19 +150,12 @@ async fn load_only(
     codec: &ModelCodec,
     keep: Option<KeepAlive>,
 ) -> Result<Response, OllamaError> {
-    if keep == Some(KeepAlive::For(std::time::Duration::ZERO)) {
-        let nodes = state
-            .fleet
-            .unload_model(codec.id(), None)
-            .map_err(ApiError::from)?;
+    if residency::unloads(keep) {
+        let nodes = residency::unload(state, codec.id())?;
         tracing::info!(model = %codec.id(), ?nodes, "unloading the model, as keep_alive 0 asked");
         return Ok(Reply::finished(kind, codec.id(), "unload"));
     }
-    state
-        .fleet
-        .ready(codec.id())
-        .await
-        .map_err(ApiError::from)?;
+    residency::load(state, codec.id()).await?;
     Ok(Reply::finished(kind, codec.id(), "load"))
 }
 
@@ -174,7 +168,7 @@ fn params(
     options: Option<&Options>,
 ) -> Result<Params, OllamaError> {
     let mut params = openai.params().map_err(rename)?;
-    if let (Some(options), Some(served)) = (options, state.fleet.context_len(codec.id())) {
+    if let (Some(options), Some(served)) = (options, residency::context(state, codec.id())) {
         if let Some(n) = options.penalty_last_n(served)? {
             params.sampling.penalty_last_n = n;
         }
@@ -206,7 +200,7 @@ impl Run {
         span: tracing::Span,
     ) -> Result<Response, OllamaError> {
         let state = admission.state;
-        if let (Some(options), Some(served)) = (options, state.fleet.context_len(codec.id())) {
+        if let (Some(options), Some(served)) = (options, residency::context(state, codec.id())) {
             params.context = Some(options.context(served)?);
         }
         let model = codec.id().to_owned();

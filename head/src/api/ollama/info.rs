@@ -2,6 +2,7 @@
 //! `/api/show`, `/api/version` and `/`.
 
 use super::super::auth::{self, Caller};
+use super::super::generate::residency;
 use super::super::AppState;
 use super::clock::rfc3339;
 use super::extract::OllamaJson;
@@ -35,7 +36,7 @@ pub async fn tags(State(state): State<AppState>, caller: Option<Extension<Caller
 pub async fn ps(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<Value> {
     let models: Vec<Value> = visible(&state, caller.as_ref())
         .filter_map(|codec| {
-            let ctx = state.fleet.context_len(codec.id())?;
+            let ctx = residency::context(&state, codec.id())?;
             let mut card = card(&state, codec);
             if let Value::Object(fields) = &mut card {
                 fields.remove("modified_at");
@@ -92,7 +93,7 @@ pub async fn show(
         }
         model_info.insert(key.clone(), typed(value));
     }
-    let parameters = match state.fleet.context_len(codec.id()) {
+    let parameters = match residency::context(&state, codec.id()) {
         Some(ctx) => format!("num_ctx {ctx}"),
         None => String::new(),
     };

@@ -7,8 +7,8 @@
 use serde_json::Value;
 use std::time::Duration;
 
+use super::super::generate::residency::KeepAlive;
 use super::OllamaError;
-use crate::fleet::placement::KeepAlive;
 
 /// What `keep_alive` asks for; `None` when it is absent or null (the
 /// head's `--unload-after` then applies).
