@@ -27,13 +27,13 @@ mod tests;
 use super::admission::Admission;
 use super::auth::Caller;
 use super::extract::ApiJson;
-use super::handlers::{next_request_id, request_span, tokenize};
+use super::generate::prompt::Prompt;
+use super::handlers::{next_request_id, request_span};
 use super::request_log;
 use super::request_metrics::RequestModel;
 use super::sessions::record;
 use super::tools::{grammar, prompt, ToolSet};
 use super::{ApiError, AppState};
-use crate::codec::ModelCodec;
 use answer::Reply;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -73,7 +73,7 @@ pub async fn messages(
             conversation.messages = prompt::with_tools(conversation.messages, tools);
         }
         let recording = record::begin_chat(&state, &headers, &conversation.messages).await?;
-        let prompt = tokenize(&codec, render(&codec, conversation)?).await?;
+        let prompt = prompt_of(conversation).tokens(&codec).await?;
         let mut generation = admission
             .start(codec.clone(), prompt, &params, "messages", inner)
             .await?;
@@ -123,19 +123,18 @@ pub async fn count_tokens(
         if let Some(tools) = req.tool_set()? {
             conversation.messages = prompt::with_tools(conversation.messages, &tools);
         }
-        let prompt = tokenize(&codec, render(&codec, conversation)?).await?;
+        let prompt = prompt_of(conversation).tokens(&codec).await?;
         let input_tokens = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
         Ok(Json(TokenCount { input_tokens }))
     };
     request_log::logged(span, work).await
 }
 
-/// The prompt text: the chat with the assistant turn opened, followed by
-/// the text of a last assistant turn, which the answer continues.
-fn render(codec: &ModelCodec, conversation: Conversation) -> Result<String, ApiError> {
-    let mut text = codec.render_chat(&conversation.messages)?;
-    if let Some(prefill) = conversation.prefill {
-        text.push_str(&prefill);
+/// The prompt: the chat with the assistant turn opened, followed by the
+/// text of a last assistant turn, which the answer continues.
+fn prompt_of(conversation: Conversation) -> Prompt {
+    Prompt::Chat {
+        messages: conversation.messages,
+        prefill: conversation.prefill,
     }
-    Ok(text)
 }

@@ -124,7 +124,10 @@ mod tests {
     #[test]
     fn no_dialect_names_the_fleet() {
         fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-            for entry in std::fs::read_dir(dir).expect("a source directory").flatten() {
+            for entry in std::fs::read_dir(dir)
+                .expect("a source directory")
+                .flatten()
+            {
                 let path = entry.path();
                 if path.is_dir() {
                     files(&path, out);

@@ -20,6 +20,7 @@ use tracing::Span;
 pub mod answer;
 mod failover;
 mod moving;
+pub mod prompt;
 pub mod residency;
 mod timing;
 pub mod transcript;

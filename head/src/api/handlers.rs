@@ -5,6 +5,7 @@ use super::admission::Admission;
 use super::auth::{self, Caller};
 use super::extract::ApiJson;
 use super::fields::Endpoint;
+use super::generate::prompt::Prompt;
 use super::generate::Generation;
 use super::request_log;
 pub(crate) use super::request_log::next_request_id;
@@ -56,8 +57,7 @@ pub async fn chat(
             refuse_with_tools(&params)?;
         }
         let recording = super::sessions::record::begin(&state, &headers, &req).await?;
-        let text = codec.render_chat(&messages)?;
-        let prompt = tokenize(&codec, text).await?;
+        let prompt = Prompt::chat(messages).tokens(&codec).await?;
         let mut generations =
             start_choices(&admission, &codec, prompt, &params, "messages", inner).await?;
         let committed = match (recording, generations.first_mut()) {
@@ -108,7 +108,7 @@ pub async fn completions(
         super::tools::spec::refuse_on_completions(&req)?;
         let params = req.openai_params(Endpoint::Completions)?;
         super::bias::check_vocab(&params.sampling.logit_bias, codec.vocab_size())?;
-        let prompt = tokenize(&codec, text.to_owned()).await?;
+        let prompt = Prompt::Raw(text.to_owned()).tokens(&codec).await?;
         let generations =
             start_choices(&admission, &codec, prompt, &params, "prompt", inner).await?;
         let mut envelope = Envelope::new(Flavor::Text, codec.id(), &id);
@@ -291,28 +291,6 @@ fn refuse_with_tools(params: &Params) -> Result<(), ApiError> {
         ));
     }
     Ok(())
-}
-
-/// Prompts longer than this many bytes are tokenized on a blocking thread.
-/// A megabyte takes about a quarter of a second, which on an async thread
-/// would stall every stream that thread carries; a short prompt is quicker
-/// inline than the hand-off.
-const INLINE_TOKENIZE_BYTES: usize = 4096;
-
-/// `text` as the model's tokens.
-pub(crate) async fn tokenize(
-    codec: &Arc<ModelCodec>,
-    text: String,
-) -> Result<Vec<TokenId>, ApiError> {
-    if text.len() <= INLINE_TOKENIZE_BYTES {
-        return Ok(codec.tokenize(&text));
-    }
-    let codec = codec.clone();
-    tokio::task::spawn_blocking(move || codec.tokenize(&text))
-        .await
-        .map_err(|e| ApiError::Generation {
-            message: format!("tokenizing the prompt failed ({e}); retry the request"),
-        })
 }
 
 /// The span every request's logs go to, with a fresh request id.

@@ -4,15 +4,16 @@
 
 use super::super::admission::Admission;
 use super::super::auth::Caller;
+use super::super::generate::prompt::Prompt;
 use super::super::generate::residency;
 use super::super::generate::residency::KeepAlive;
-use super::super::handlers::{next_request_id, request_span, tokenize};
+use super::super::handlers::{next_request_id, request_span};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
 use super::super::sessions::record::{self, Recording};
 use super::super::tools::{prepare, ToolSet};
 use super::super::types::{CompletionRequest, Params};
-use super::super::{ApiError, AppState};
+use super::super::AppState;
 use super::extract::OllamaJson;
 use super::options::{rename, Options};
 use super::reply::{self, Kind, Reply};
@@ -55,8 +56,7 @@ pub async fn chat(
         let messages = openai.chat_messages()?;
         let (messages, tools) = prepare(&openai, messages, &mut params)?;
         let recording = record::begin(&state, &headers, &openai).await?;
-        let text = codec.render_chat(&messages).map_err(ApiError::from)?;
-        let prompt = tokenize(&codec, text).await?;
+        let prompt = Prompt::chat(messages).tokens(&codec).await?;
         let run = Run {
             kind: Kind::Chat,
             stream: req.streams(),
@@ -102,14 +102,12 @@ pub async fn generate(
         }
         admission.text_only(&codec)?;
         let params = params(&state, &codec, &openai, req.options.as_ref())?;
-        let text = if req.is_raw() {
-            openai.prompt_text()?.to_owned()
+        let prompt = if req.is_raw() {
+            Prompt::Raw(openai.prompt_text()?.to_owned())
         } else {
-            codec
-                .render_chat(&openai.chat_messages()?)
-                .map_err(ApiError::from)?
+            Prompt::chat(openai.chat_messages()?)
         };
-        let prompt = tokenize(&codec, text).await?;
+        let prompt = prompt.tokens(&codec).await?;
         let run = Run {
             kind: Kind::Generate,
             stream: req.streams(),

@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 use super::super::admission::Admission;
 use super::super::auth::Caller;
 use super::super::extract::ApiJson;
-use super::super::handlers::{next_request_id, request_span, tokenize};
+use super::super::generate::prompt::Prompt;
+use super::super::handlers::{next_request_id, request_span};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
 use super::super::sessions::{history, owner, params, store as session_store};
@@ -79,7 +80,7 @@ pub async fn create(
             chat = super::super::tools::prompt::with_tools(chat, set);
             gen_params.constraint = super::super::tools::grammar::constraint(set)?;
         }
-        let prompt = tokenize(&codec, codec.render_chat(&chat)?).await?;
+        let prompt = Prompt::chat(chat).tokens(&codec).await?;
         // A message over the size limit is refused before a node is asked.
         for message in &checked.input {
             store.limits().check_message(&message.event_body())?;

@@ -23,8 +23,9 @@ use super::super::admission::Admission;
 use super::super::auth::Caller;
 use super::super::extract::ApiJson;
 use super::super::generate::answer::{Answer, Output, Whole};
+use super::super::generate::prompt::Prompt;
 use super::super::generate::Generation;
-use super::super::handlers::{next_request_id, request_span, tokenize};
+use super::super::handlers::{next_request_id, request_span};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
 use super::super::tools::grammar;
@@ -94,8 +95,7 @@ pub async fn generate(
                 gen_params.constraint = Some(constraint);
             }
         }
-        let text = codec.render_chat(&messages)?;
-        let prompt = tokenize(&codec, text).await?;
+        let prompt = Prompt::chat(messages).tokens(&codec).await?;
         let generation = admission
             .start(codec.clone(), prompt, &gen_params, "messages", inner)
             .await?;
