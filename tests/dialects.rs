@@ -4,35 +4,21 @@
 //! writes one log line and gets its dialect's error body; a session records
 //! through each chat route (`x-superfluid-session`).
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::fleet_support::{bin, serial, wait_until, Proc, TempDir, LIGHT};
-use crate::support::{model_path, MODEL};
+use crate::fleet_support::{serial, wait_until, Proc, TempDir};
+use crate::serve_shutdown::start_serve_with;
+use crate::support::MODEL;
 
 const QUESTION: &str = "Name three colors.";
 const MAX_TOKENS: u64 = 12;
 
 /// A light `superfluid serve` keeping sessions in `dir`, logging JSON.
 fn start(dir: &TempDir) -> (Proc, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(["serve", "--http", "127.0.0.1:0", "--log-format", "json"])
-        .args(["--data-dir", &dir.arg(), "--model"])
-        .arg(model_path())
-        .args(LIGHT);
-    let mut serve = Proc::spawn("serve", cmd).expect("starting superfluid serve");
-    let log = serve
-        .wait_for_log("on http://", Duration::from_secs(60))
-        .expect("serve says where it listens");
-    let addr = log
-        .split("on http://")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| c.is_whitespace() || c == '"').next())
-        .expect("an address after `on http://`")
-        .to_owned();
-    (serve, format!("http://{addr}"))
+    let data_dir = dir.arg();
+    start_serve_with(&["--log-format", "json", "--data-dir", &data_dir])
 }
 
 /// POSTs `body` to `path` with `headers`; the status and the JSON body.

@@ -14,10 +14,16 @@ use crate::support::model_path;
 /// Starts a light `superfluid serve` (one model, so one engine host) on a
 /// free port; the process and its base URL.
 pub fn start_serve() -> (Proc, String) {
+    start_serve_with(&[])
+}
+
+/// [`start_serve`] with `extra` flags.
+pub fn start_serve_with(extra: &[&str]) -> (Proc, String) {
     let mut cmd = Command::new(bin());
     cmd.args(["serve", "--http", "127.0.0.1:0", "--model"])
         .arg(model_path())
-        .args(LIGHT);
+        .args(LIGHT)
+        .args(extra);
     let mut serve = Proc::spawn("serve", cmd).expect("starting superfluid serve");
     let log = serve
         .wait_for_log("on http://", Duration::from_secs(60))
@@ -25,7 +31,7 @@ pub fn start_serve() -> (Proc, String) {
     let addr = log
         .split("on http://")
         .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|rest| rest.split(|c: char| c.is_whitespace() || c == '"').next())
         .expect("an address after `on http://`")
         .to_owned();
     (serve, format!("http://{addr}"))

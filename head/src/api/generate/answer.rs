@@ -150,23 +150,8 @@ impl Answer {
     pub async fn whole(&mut self) -> Result<Whole, ApiError> {
         let mut whole = Whole::default();
         loop {
-            match self.next().await? {
-                Output::Text(text) => whole.text.push_str(&text),
-                Output::Logprobs(entries) => whole.logprobs.extend(entries),
-                Output::CallStart { name, .. } => whole.calls.push(ParsedCall {
-                    name,
-                    arguments: String::new(),
-                }),
-                Output::CallArguments { piece, .. } => {
-                    if let Some(call) = whole.calls.last_mut() {
-                        call.arguments.push_str(&piece);
-                    }
-                }
-                Output::CallEnd { .. } => {}
-                Output::Done(finish) => {
-                    whole.finish = finish;
-                    return Ok(whole);
-                }
+            if whole.add(&self.next().await?) {
+                return Ok(whole);
             }
         }
     }
@@ -197,6 +182,29 @@ impl Default for Whole {
 }
 
 impl Whole {
+    /// Adds one event of the answer; whether it was the end.
+    pub fn add(&mut self, output: &Output) -> bool {
+        match output {
+            Output::Text(text) => self.text.push_str(text),
+            Output::Logprobs(entries) => self.logprobs.extend_from_slice(entries),
+            Output::CallStart { name, .. } => self.calls.push(ParsedCall {
+                name: name.clone(),
+                arguments: String::new(),
+            }),
+            Output::CallArguments { piece, .. } => {
+                if let Some(call) = self.calls.last_mut() {
+                    call.arguments.push_str(piece);
+                }
+            }
+            Output::CallEnd { .. } => {}
+            Output::Done(finish) => {
+                self.finish = *finish;
+                return true;
+            }
+        }
+        false
+    }
+
     /// The text to answer beside the calls: none when it is blank; around
     /// calls, trimmed, as the model's spacing before a call tag is not
     /// part of what it said.

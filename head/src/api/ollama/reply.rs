@@ -2,7 +2,7 @@
 //! newline-delimited JSON objects as the node generates, the last with
 //! `done: true`, the reason and the counts and durations in nanoseconds.
 
-use super::super::generate::answer::{Answer, Output};
+use super::super::generate::answer::{Answer, Output, Whole};
 use super::super::generate::{Generation, Usage};
 use super::super::node_header::with_node;
 use super::super::output::FinishReason;
@@ -150,35 +150,23 @@ pub async fn complete(
     tools: Option<&ToolSet>,
 ) -> Result<Response, OllamaError> {
     let mut answer = Answer::new(generation, tools.cloned());
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    let finish = loop {
+    let mut whole = Whole::default();
+    loop {
         let output = answer.next().await?;
         if reply.first_text.is_none() && !matches!(output, Output::Done(_)) {
             reply.text("");
         }
-        match output {
-            Output::Text(piece) => text.push_str(&piece),
-            Output::CallStart { name, .. } => calls.push(ParsedCall {
-                name,
-                arguments: String::new(),
-            }),
-            Output::CallArguments { piece, .. } => {
-                if let Some(call) = calls.last_mut() {
-                    call.arguments.push_str(&piece);
-                }
-            }
-            // Ollama's requests here do not ask for log-probabilities.
-            Output::CallEnd { .. } | Output::Logprobs(_) => {}
-            Output::Done(finish) => break finish,
+        if whole.add(&output) {
+            break;
         }
-    };
+    }
     let generation = answer.generation();
-    let body = if calls.is_empty() {
-        reply.done(&text, reason(finish), generation.usage())
+    let finish = reason(whole.finish);
+    let body = if whole.calls.is_empty() {
+        reply.done(&whole.text, finish, generation.usage())
     } else {
-        let mut body = reply.done(text.trim(), reason(finish), generation.usage());
-        body["message"]["tool_calls"] = tools::calls(&calls);
+        let mut body = reply.done(whole.text.trim(), finish, generation.usage());
+        body["message"]["tool_calls"] = tools::calls(&whole.calls);
         body
     };
     Ok(with_node(&generation.node, Json(body)))
@@ -200,7 +188,7 @@ pub async fn stream(
     let mut state = StreamState {
         answer,
         reply,
-        calls: Vec::new(),
+        gathered: Whole::default(),
         pending: VecDeque::new(),
         done: false,
     };
@@ -214,7 +202,7 @@ struct StreamState {
     answer: Answer,
     reply: Reply,
     /// The calls the answer ends with, gathered for their one object.
-    calls: Vec<ParsedCall>,
+    gathered: Whole,
     pending: VecDeque<Bytes>,
     done: bool,
 }
@@ -228,19 +216,18 @@ impl StreamState {
                 let line = self.reply.text(&text);
                 self.line(&line);
             }
-            Ok(Output::CallStart { name, .. }) => self.calls.push(ParsedCall {
-                name,
-                arguments: String::new(),
-            }),
-            Ok(Output::CallArguments { piece, .. }) => {
-                if let Some(call) = self.calls.last_mut() {
-                    call.arguments.push_str(&piece);
-                }
+            // Calls go out whole, in one object before the last.
+            Ok(
+                output @ (Output::CallStart { .. }
+                | Output::CallArguments { .. }
+                | Output::CallEnd { .. }
+                | Output::Logprobs(_)),
+            ) => {
+                self.gathered.add(&output);
             }
-            Ok(Output::CallEnd { .. } | Output::Logprobs(_)) => {}
             Ok(Output::Done(finish)) => {
-                if !self.calls.is_empty() {
-                    let line = self.reply.calls(&self.calls);
+                if !self.gathered.calls.is_empty() {
+                    let line = self.reply.calls(&self.gathered.calls);
                     self.line(&line);
                 }
                 self.done = true;

@@ -29,7 +29,6 @@ use super::super::handlers::{next_request_id, request_span};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
 use super::super::tools::grammar;
-use super::super::tools::parse::ParsedCall;
 use super::super::tools::prompt::with_tools;
 use super::super::tools::ToolSet;
 use super::super::{ApiError, AppState, NODE_HEADER};
@@ -159,24 +158,13 @@ async fn drive(
     let mut whole = Whole::default();
     loop {
         match answer.next().await {
-            Ok(Output::Text(piece)) => {
-                whole.text.push_str(&piece);
-                let _ = tx.send(Progress::Text(piece)).await;
-            }
-            Ok(Output::CallStart { name, .. }) => whole.calls.push(ParsedCall {
-                name,
-                arguments: String::new(),
-            }),
-            Ok(Output::CallArguments { piece, .. }) => {
-                if let Some(call) = whole.calls.last_mut() {
-                    call.arguments.push_str(&piece);
+            Ok(output) => {
+                if let Output::Text(piece) = &output {
+                    let _ = tx.send(Progress::Text(piece.clone())).await;
                 }
-            }
-            // A session generation does not ask for log-probabilities.
-            Ok(Output::CallEnd { .. } | Output::Logprobs(_)) => {}
-            Ok(Output::Done(finish)) => {
-                whole.finish = finish;
-                break;
+                if whole.add(&output) {
+                    break;
+                }
             }
             Err(err) => {
                 // The turn ends in a failure event, so that replays drop it.
