@@ -133,17 +133,10 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         ));
     let recent_requests = Arc::new(recent::Recent::default());
     let keyed = state.clone();
-    let ollama_keyed = state.clone();
     let once = move |route: MethodRouter<AppState>| {
         route.layer(middleware::from_fn_with_state(
             keyed.clone(),
             idempotency::once,
-        ))
-    };
-    let once_ollama = move |route: MethodRouter<AppState>| {
-        route.layer(middleware::from_fn_with_state(
-            ollama_keyed.clone(),
-            idempotency::once_ollama,
         ))
     };
     Router::new()
@@ -153,7 +146,7 @@ pub fn router_with_access(state: AppState, keys: Keys, metrics_key: MetricsKey) 
         .route("/v1/models", get(handlers::models))
         .route("/v1/models/{*id}", get(model_retrieve::retrieve))
         .route("/v1/fleet", get(fleet_view::fleet))
-        .merge(ollama::routes(&once_ollama))
+        .merge(ollama::routes(&once))
         .merge(sessions::routes(&once))
         .merge(responses::routes(&once))
         .route("/v1/messages", once(post(anthropic::messages)))

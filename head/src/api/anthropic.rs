@@ -27,12 +27,14 @@ mod tests;
 use super::admission::Admission;
 use super::auth::Caller;
 use super::extract::ApiJson;
+use super::generate::prepare::{offer, prepare, recorded};
 use super::generate::prompt::Prompt;
+use super::generate::request::GenerationRequest;
 use super::handlers::{next_request_id, request_span};
 use super::request_log;
 use super::request_metrics::RequestModel;
 use super::sessions::record;
-use super::tools::{grammar, prompt, ToolSet};
+use super::tools::ToolSet;
 use super::{ApiError, AppState};
 use answer::Reply;
 use axum::extract::State;
@@ -61,42 +63,31 @@ pub async fn messages(
             received,
             caller: caller.as_ref(),
         };
-        let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
-        if let Some(user) = req.user_id() {
-            tracing::info!(user_id = %user, "metadata.user_id");
-        }
-        let mut conversation = req.conversation()?;
-        let mut params = req.params()?;
-        let tools = req.tool_set()?.filter(ToolSet::offered);
-        if let Some(tools) = &tools {
-            params.constraint = grammar::constraint(tools)?;
-            conversation.messages = prompt::with_tools(conversation.messages, tools);
-        }
-        let recording = record::begin_chat(&state, &headers, &conversation.messages).await?;
-        let prompt = prompt_of(conversation).tokens(&codec).await?;
-        let mut generation = admission
-            .start(codec.clone(), prompt, &params, "messages", inner)
-            .await?;
-        let committed = match recording {
-            Some(recording) => Some(recording.attach(&mut generation).await?),
-            None => None,
-        };
+        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, |_| {
+            if let Some(user) = req.user_id() {
+                tracing::info!(user_id = %user, "metadata.user_id");
+            }
+            let conversation = req.conversation()?;
+            let session = record::turn(&headers, || record::chat_messages(&conversation.messages))?;
+            let mut request =
+                GenerationRequest::new(prompt_of(conversation), "messages", req.params()?);
+            request.tools = req.tool_set()?;
+            request.session = session;
+            Ok(request)
+        })
+        .await?;
+        let started = prepared.start(&admission, inner).await?;
         let reply = Reply {
             id: format!("msg_{id}"),
-            model: codec.id().to_owned(),
+            model: started.codec.id().to_owned(),
         };
-        let response = if params.stream {
-            stream::stream(generation, reply, tools).await
-        } else if let Some(tools) = &tools {
-            tools::complete(generation, reply, tools).await
-        } else {
-            answer::complete(generation, reply).await
+        let (stream, generation) = (started.params.stream, started.first);
+        let response = match (stream, started.tools) {
+            (true, tools) => stream::stream(generation, reply, tools).await,
+            (false, Some(tools)) => tools::complete(generation, reply, &tools).await,
+            (false, None) => answer::complete(generation, reply).await,
         };
-        // A whole answer is sent once it is recorded, so that the session
-        // shows it to the client's next read.
-        if let (false, Some(committed)) = (params.stream, committed) {
-            committed.wait().await;
-        }
+        recorded(started.committed, stream).await;
         response
     };
     request_log::logged(span, work).await
@@ -119,11 +110,12 @@ pub async fn count_tokens(
             caller: caller.as_ref(),
         };
         let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
-        let mut conversation = req.conversation()?;
-        if let Some(tools) = req.tool_set()? {
-            conversation.messages = prompt::with_tools(conversation.messages, &tools);
+        let conversation = req.conversation()?;
+        let mut prompt = prompt_of(conversation);
+        if let Some(tools) = req.tool_set()?.filter(ToolSet::offered) {
+            prompt = offer(prompt, &tools)?;
         }
-        let prompt = prompt_of(conversation).tokens(&codec).await?;
+        let prompt = prompt.tokens(&codec).await?;
         let input_tokens = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
         Ok(Json(TokenCount { input_tokens }))
     };

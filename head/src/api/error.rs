@@ -11,10 +11,11 @@ use crate::sessions::SessionError;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
 use superfluid_proto::FailureKind;
 
+mod body;
 mod session_parts;
+pub use body::anthropic_type;
 use session_parts::session_parts;
 
 /// The client sees the node's own words for its mistakes; a node's failure
@@ -198,6 +199,16 @@ pub enum ApiError {
         /// The request path.
         path: String,
     },
+    /// A route superfluid answers differently from the API it comes from
+    /// (Ollama's model management, say), with the status to answer and
+    /// what to do instead.
+    #[error("{message}")]
+    Refused {
+        /// 400, 404 or 501.
+        status: StatusCode,
+        /// What is not done and what to do instead.
+        message: String,
+    },
 }
 
 impl ApiError {
@@ -205,6 +216,14 @@ impl ApiError {
     pub fn param(param: impl Into<String>, message: impl Into<String>) -> Self {
         ApiError::InvalidParam {
             param: param.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A refusal with its own status and what to do instead.
+    pub fn refused(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError::Refused {
+            status,
             message: message.into(),
         }
     }
@@ -400,58 +419,16 @@ impl ApiError {
                 Some("idempotency_key_in_use"),
             ),
             MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, invalid, None, None),
-        }
-    }
-
-    /// The OpenAI error body: `{"error":{"message","type","param","code"}}`.
-    pub fn body(&self) -> Value {
-        self.body_in(Dialect::OpenAi)
-    }
-
-    /// Its body in `dialect`'s shape: OpenAI's `{"error": {message, type,
-    /// param, code}}`, Anthropic's `{"type": "error", "error": {type,
-    /// message}}` or Ollama's `{"error": message}`. The status is the same
-    /// in every dialect.
-    pub fn body_in(&self, dialect: Dialect) -> Value {
-        match dialect {
-            Dialect::OpenAi => self.openai_body(),
-            Dialect::Anthropic => json!({
-                "type": "error",
-                "error": {"type": anthropic_type(self.status()), "message": self.to_string()},
-            }),
-            Dialect::Ollama => json!({ "error": self.to_string() }),
-        }
-    }
-
-    fn openai_body(&self) -> Value {
-        let (_, kind, param, code) = self.parts();
-        json!({
-            "error": {
-                "message": self.to_string(),
-                "type": kind,
-                "param": param,
-                "code": code,
+            Refused { status, .. } if status.is_server_error() => {
+                (*status, "server_error", None, None)
             }
-        })
+            Refused { status, .. } => (*status, invalid, None, None),
+        }
     }
 
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         self.parts().0
-    }
-}
-
-/// Anthropic's error type for an HTTP status.
-pub fn anthropic_type(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        503 | 529 => "overloaded_error",
-        s if s >= 500 => "api_error",
-        _ => "invalid_request_error",
     }
 }
 

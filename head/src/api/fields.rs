@@ -8,27 +8,10 @@
 //! empty list, `store: false`, `modalities: ["text"]`) are accepted.
 
 use super::types::CompletionRequest;
+pub use super::types::Endpoint;
 use super::unsupported::asks;
 use super::ApiError;
 use serde_json::Value;
-
-/// The endpoint a request came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    /// `/v1/chat/completions`.
-    Chat,
-    /// `/v1/completions`.
-    Completions,
-}
-
-impl Endpoint {
-    fn path(self) -> &'static str {
-        match self {
-            Endpoint::Chat => "/v1/chat/completions",
-            Endpoint::Completions => "/v1/completions",
-        }
-    }
-}
 
 /// OpenAI fields for features superfluid does not have, with what to do
 /// instead; each is refused unless it holds an off value.

@@ -5,26 +5,26 @@ use super::admission::Admission;
 use super::auth::{self, Caller};
 use super::extract::ApiJson;
 use super::fields::Endpoint;
+use super::generate::prepare::{prepare, recorded, Started};
 use super::generate::prompt::Prompt;
+use super::generate::request::GenerationRequest;
 use super::generate::Generation;
 use super::request_log;
 pub(crate) use super::request_log::next_request_id;
 use super::request_metrics::RequestModel;
 use super::respond::{self, Envelope, Flavor};
-use super::types::{CompletionRequest, Params};
+use super::sessions::record;
+use super::types::CompletionRequest;
 use super::wire::models::{ModelCard, ModelList};
 use super::wire::Object;
 use super::{ApiError, AppState};
-use crate::codec::ModelCodec;
 use crate::keys::Keys;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::{Extension, Json};
 use serde_json::{json, Value};
-use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use superfluid_proto::TokenId;
 use tracing::Span;
 
 /// `POST /v1/chat/completions`.
@@ -45,40 +45,37 @@ pub async fn chat(
             received,
             caller: caller.as_ref(),
         };
-        let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
-        req.check_fields(Endpoint::Chat)?;
-        log_user(&req);
-        let messages = req.chat_messages()?;
-        let mut params = req.openai_params(Endpoint::Chat)?;
-        super::bias::check_vocab(&params.sampling.logit_bias, codec.vocab_size())?;
-        let (messages, tools) = super::tools::prepare(&req, messages, &mut params)?;
-        let tools = tools.filter(super::tools::ToolSet::offered);
-        if tools.is_some() {
-            refuse_with_tools(&params)?;
-        }
-        let recording = super::sessions::record::begin(&state, &headers, &req).await?;
-        let prompt = Prompt::chat(messages).tokens(&codec).await?;
-        let mut generations =
-            start_choices(&admission, &codec, prompt, &params, "messages", inner).await?;
-        let committed = match (recording, generations.first_mut()) {
-            (Some(recording), Some(first)) => Some(recording.attach(first).await?),
-            _ => None,
-        };
-        let mut envelope = Envelope::new(Flavor::Chat, codec.id(), &id);
-        envelope.logprobs = params.logprobs.is_some();
-        let response = match tools {
-            // `refuse_with_tools` made it one choice.
-            Some(tools) if generations.len() == 1 => {
-                let generation = generations.remove(0);
-                super::tools::respond::answer(generation, envelope, &params, tools).await
+        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, |_| {
+            req.check_fields(Endpoint::Chat)?;
+            log_user(&req);
+            let mut request = GenerationRequest::new(
+                Prompt::chat(req.chat_messages()?),
+                "messages",
+                req.openai_params(Endpoint::Chat)?,
+            );
+            request.tools = super::tools::requested(&req)?;
+            request.session = record::turn(&headers, || record::openai_messages(&req))?;
+            Ok(request)
+        })
+        .await?;
+        let started = prepared.start(&admission, inner).await?;
+        let mut envelope = Envelope::new(Flavor::Chat, started.codec.id(), &id);
+        envelope.logprobs = started.params.logprobs.is_some();
+        let stream = started.params.stream;
+        let response = match started.tools {
+            // Tools come with one choice (the path refuses `n` beside them).
+            Some(tools) => {
+                let params = &started.params;
+                super::tools::respond::answer(started.first, envelope, params, tools).await
             }
-            _ => run(generations, envelope, params.stream, params.include_usage).await,
+            None => {
+                let mut generations = vec![started.first];
+                generations.extend(started.more);
+                let params = &started.params;
+                run(generations, envelope, params.stream, params.include_usage).await
+            }
         };
-        // A whole answer is sent once it is recorded, so that the session
-        // shows it to the client's next read.
-        if let (false, Some(committed)) = (params.stream, committed) {
-            committed.wait().await;
-        }
+        recorded(started.committed, stream).await;
         response
     };
     request_log::logged(span, work).await
@@ -101,20 +98,34 @@ pub async fn completions(
             received,
             caller: caller.as_ref(),
         };
-        let codec = admission.model(req.model_id()?, counted.as_ref())?;
-        let text = req.prompt_text()?;
-        req.check_fields(Endpoint::Completions)?;
-        log_user(&req);
-        super::tools::spec::refuse_on_completions(&req)?;
-        let params = req.openai_params(Endpoint::Completions)?;
-        super::bias::check_vocab(&params.sampling.logit_bias, codec.vocab_size())?;
-        let prompt = Prompt::Raw(text.to_owned()).tokens(&codec).await?;
-        let generations =
-            start_choices(&admission, &codec, prompt, &params, "prompt", inner).await?;
+        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, |_| {
+            let text = req.prompt_text()?;
+            req.check_fields(Endpoint::Completions)?;
+            log_user(&req);
+            super::tools::spec::refuse_on_completions(
+                req.tools.as_ref(),
+                req.tool_choice.as_ref(),
+            )?;
+            Ok(GenerationRequest::new(
+                Prompt::Raw(text.to_owned()),
+                "prompt",
+                req.openai_params(Endpoint::Completions)?,
+            ))
+        })
+        .await?;
+        let Started {
+            codec,
+            params,
+            first,
+            more,
+            ..
+        } = prepared.start(&admission, inner).await?;
+        let mut generations = vec![first];
+        generations.extend(more);
         let mut envelope = Envelope::new(Flavor::Text, codec.id(), &id);
         envelope.logprobs = params.logprobs.is_some();
         if req.echo == Some(true) {
-            envelope.echo = Some(text.to_owned());
+            envelope.echo = Some(req.prompt_text()?.to_owned());
         }
         run(generations, envelope, params.stream, params.include_usage).await
     };
@@ -246,51 +257,6 @@ async fn run(
     } else {
         respond::complete_all(generations, envelope).await
     }
-}
-
-/// Starts the request's `n` choices of one prompt. Choice `i` is seeded
-/// with the request's seed plus `i`, so a seeded request gives the same
-/// choices again, and its choices differ from one another.
-async fn start_choices(
-    admission: &Admission<'_>,
-    codec: &Arc<ModelCodec>,
-    prompt: Vec<TokenId>,
-    params: &Params,
-    param: &'static str,
-    span: Span,
-) -> Result<Vec<Generation>, ApiError> {
-    let mut generations: Vec<Generation> = Vec::with_capacity(params.n as usize);
-    for i in 0..params.n.max(1) {
-        let mut choice = params.clone();
-        choice.sampling.seed = params.sampling.seed.wrapping_add(i);
-        choice.beside = generations
-            .first()
-            .and_then(|g| g.node_id())
-            .map(str::to_owned);
-        let generation = admission
-            .start(codec.clone(), prompt.clone(), &choice, param, span.clone())
-            .await?;
-        generations.push(generation);
-    }
-    Ok(generations)
-}
-
-/// `n` and `logprobs` with tools offered: an answer with tool calls is
-/// parsed from one choice's whole text, which neither fits.
-fn refuse_with_tools(params: &Params) -> Result<(), ApiError> {
-    if params.n > 1 {
-        return Err(ApiError::param(
-            "n",
-            "`n` above 1 is not supported together with `tools`; send one request per choice, or the request without `tools`",
-        ));
-    }
-    if params.logprobs.is_some() {
-        return Err(ApiError::param(
-            "logprobs",
-            "`logprobs` is not supported together with `tools`; send the request without one of them",
-        ));
-    }
-    Ok(())
 }
 
 /// The span every request's logs go to, with a fresh request id.

@@ -27,7 +27,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::auth::Caller;
-use super::ollama::OllamaError;
+use super::dialect::Dialect;
 use super::{ApiError, AppState, NODE_HEADER};
 use crate::sessions::idempotency::Kept;
 
@@ -47,25 +47,17 @@ const MAX_BODY: usize = 2 * 1024 * 1024;
 /// The largest answer kept.
 const MAX_KEPT: usize = 16 * 1024 * 1024;
 
-/// The middleware, for `middleware::from_fn_with_state`.
+/// The middleware, for `middleware::from_fn_with_state`. Ollama's routes
+/// stream unless the body says `"stream": false`; the others stream only
+/// when it says `"stream": true`.
 pub async fn once(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    keyed(&state, caller, request, next, false).await
-}
-
-/// The middleware for Ollama's routes: they stream unless the body says
-/// `"stream": false`, and their errors are Ollama's.
-pub async fn once_ollama(
-    State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
-    request: Request,
-    next: Next,
-) -> Result<Response, OllamaError> {
-    Ok(keyed(&state, caller, request, next, true).await?)
+    let streams_by_default = Dialect::current() == Dialect::Ollama;
+    keyed(&state, caller, request, next, streams_by_default).await
 }
 
 async fn keyed(

@@ -7,27 +7,26 @@
 //!   fields refused.
 //! - [`options`]: `options`, `format`, `keep_alive` and `think`.
 //! - [`generation`]: the two generating handlers.
-//! - [`tools`]: `tools`, `tool_calls` and `tool` messages on `/api/chat`.
+//! - [`message`]: a chat message, its `tool_calls` and a `tool` message's
+//!   result, as the OpenAI message it stands for.
+//! - [`tools`]: the model's calls in Ollama's shape.
 //! - [`reply`]: NDJSON and whole answers with Ollama's counts and durations.
 //! - [`info`]: `/api/tags`, `/api/ps`, `/api/show`, `/api/version` and `/`.
 //! - [`embed`]: `/api/embed` and `/api/embeddings`, on the one embeddings path.
 //! - [`refusals`]: model management and unknown paths.
-//! - [`error`]: [`OllamaError`], `{"error": "..."}` with Ollama's statuses.
 
 pub mod clock;
 pub mod embed;
-pub mod error;
 pub mod extract;
 pub mod generation;
 pub mod info;
 pub mod keep_alive;
+pub mod message;
 pub mod options;
 pub mod refusals;
 pub mod reply;
 pub mod request;
 pub mod tools;
-
-pub use error::OllamaError;
 
 use super::AppState;
 use axum::routing::{any, get, post, MethodRouter};

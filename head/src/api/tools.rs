@@ -28,37 +28,18 @@ mod tests;
 
 pub use spec::{Choice, Function, ToolSet};
 
-use crate::api::types::{CompletionRequest, Params};
+use crate::api::types::CompletionRequest;
 use crate::api::ApiError;
-use crate::codec::ChatMessage;
 
-/// The request's tools, checked: the messages with the tools described,
-/// and the constraint a required call needs set in `params`.
+/// An OpenAI-shaped request's `tools`, `tool_choice` and
+/// `parallel_tool_calls`, checked (OpenAI's chat, Ollama's chat).
 ///
 /// # Errors
-/// [`ApiError::InvalidParam`] naming the field at fault, or
-/// `response_format` when it is combined with a required call.
-pub fn prepare(
-    req: &CompletionRequest,
-    messages: Vec<ChatMessage>,
-    params: &mut Params,
-) -> Result<(Vec<ChatMessage>, Option<ToolSet>), ApiError> {
-    let tools = ToolSet::from_request(
+/// [`ApiError::InvalidParam`] naming the field at fault.
+pub fn requested(req: &CompletionRequest) -> Result<Option<ToolSet>, ApiError> {
+    ToolSet::from_request(
         req.tools.as_ref(),
         req.tool_choice.as_ref(),
         req.parallel_tool_calls.as_ref(),
-    )?;
-    let Some(tools) = tools else {
-        return Ok((messages, None));
-    };
-    if let Some(constraint) = grammar::constraint(&tools)? {
-        if params.constraint.is_some() {
-            return Err(ApiError::param(
-                "response_format",
-                "`response_format` cannot be combined with a `tool_choice` that requires a call; send one or the other",
-            ));
-        }
-        params.constraint = Some(constraint);
-    }
-    Ok((prompt::with_tools(messages, &tools), Some(tools)))
+    )
 }

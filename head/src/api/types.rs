@@ -100,6 +100,24 @@ pub struct RequestMessage {
     pub tool_call_id: Option<String>,
 }
 
+/// The endpoint a request came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completions,
+}
+
+impl Endpoint {
+    pub(crate) fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+        }
+    }
+}
+
 /// The validated generation parameters common to both endpoints.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Params {
@@ -159,7 +177,7 @@ impl CompletionRequest {
 
     /// [`CompletionRequest::params`] for `/v1/chat/completions` and
     /// `/v1/completions`, which also take `n` and log probabilities.
-    pub fn openai_params(&self, endpoint: super::fields::Endpoint) -> Result<Params, ApiError> {
+    pub fn openai_params(&self, endpoint: Endpoint) -> Result<Params, ApiError> {
         let choices = self.choices(endpoint)?;
         Ok(Params {
             n: choices.n,

@@ -12,7 +12,7 @@ use super::super::request_log;
 use super::super::request_metrics::RequestModel;
 use super::super::AppState;
 use super::extract::OllamaJson;
-use super::OllamaError;
+use crate::api::ApiError;
 use axum::extract::State;
 use axum::response::Response;
 use axum::{Extension, Json};
@@ -53,9 +53,9 @@ pub struct LegacyRequest {
     pub keep_alive: Option<Value>,
 }
 
-fn check_common(options: Option<&Value>, keep_alive: Option<&Value>) -> Result<(), OllamaError> {
+fn check_common(options: Option<&Value>, keep_alive: Option<&Value>) -> Result<(), ApiError> {
     if options.is_some_and(|o| o.as_object().is_none_or(|o| !o.is_empty())) {
-        return Err(OllamaError::field(
+        return Err(ApiError::param(
             "options",
             "`options` is not supported on embeddings: none of Ollama's model options change an embedding model's vectors here; send the request without `options`",
         ));
@@ -63,9 +63,9 @@ fn check_common(options: Option<&Value>, keep_alive: Option<&Value>) -> Result<(
     super::keep_alive::parse(keep_alive).map(|_| ())
 }
 
-fn model_field(model: Option<&str>) -> Result<&str, OllamaError> {
+fn model_field(model: Option<&str>) -> Result<&str, ApiError> {
     model.ok_or_else(|| {
-        OllamaError::field(
+        ApiError::param(
             "model",
             "`model` is required: name an embedding model (GET /api/tags lists them)",
         )
@@ -79,7 +79,7 @@ pub async fn embed(
     caller: Option<Extension<Caller>>,
     counted: Option<Extension<RequestModel>>,
     OllamaJson(req): OllamaJson<EmbedRequest>,
-) -> Result<Response, OllamaError> {
+) -> Result<Response, ApiError> {
     let received = Instant::now();
     let span = request_span("ollama_embed", &next_request_id());
     let work = async move {
@@ -95,13 +95,13 @@ pub async fn embed(
         residency::keep_for(&state, codec.id(), keep);
         let dims = embeddings::require_embedding(&state, &codec, "model")?;
         if let Some(asked) = req.dimensions.filter(|&d| d != i64::from(dims)) {
-            return Err(OllamaError::field("dimensions", format!("`dimensions` {asked} is not supported: {model} gives vectors of {dims} dimensions and was not trained to be shortened; leave `dimensions` out or set it to {dims}")));
+            return Err(ApiError::param("dimensions", format!("`dimensions` {asked} is not supported: {model} gives vectors of {dims} dimensions and was not trained to be shortened; leave `dimensions` out or set it to {dims}")));
         }
         let inputs = match req.input.as_ref() {
             Some(Value::String(_)) | Some(Value::Array(_)) => {
                 let inputs = input::parse(req.input.as_ref(), "input")?;
                 if matches!(inputs, input::Inputs::Tokens(_)) {
-                    return Err(OllamaError::field(
+                    return Err(ApiError::param(
                         "input",
                         "`input` must be a string or a list of strings",
                     ));
@@ -109,7 +109,7 @@ pub async fn embed(
                 inputs
             }
             _ => {
-                return Err(OllamaError::field(
+                return Err(ApiError::param(
                     "input",
                     "`input` is required: give a string or a list of strings",
                 ))
@@ -136,7 +136,7 @@ pub async fn legacy(
     caller: Option<Extension<Caller>>,
     counted: Option<Extension<RequestModel>>,
     OllamaJson(req): OllamaJson<LegacyRequest>,
-) -> Result<Response, OllamaError> {
+) -> Result<Response, ApiError> {
     let received = Instant::now();
     let span = request_span("ollama_embeddings", &next_request_id());
     let work = async move {

@@ -7,7 +7,6 @@
 
 use super::super::extract::parse;
 use super::super::ApiError;
-use super::OllamaError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
@@ -22,7 +21,7 @@ where
     S: Send + Sync,
     T: DeserializeOwned,
 {
-    type Rejection = OllamaError;
+    type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
@@ -36,7 +35,7 @@ where
             }
         })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(OllamaError::refused(
+            return Err(ApiError::refused(
                 StatusCode::BAD_REQUEST,
                 "missing request body; send a JSON object such as {\"model\": \"...\"}",
             ));

@@ -4,27 +4,28 @@
 
 use super::super::admission::Admission;
 use super::super::auth::Caller;
+use super::super::generate::prepare::{prepare_for, recorded, Prepared};
 use super::super::generate::prompt::Prompt;
+use super::super::generate::request::GenerationRequest;
 use super::super::generate::residency;
 use super::super::generate::residency::KeepAlive;
 use super::super::handlers::{next_request_id, request_span};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
-use super::super::sessions::record::{self, Recording};
-use super::super::tools::{prepare, ToolSet};
+use super::super::sessions::record;
+use super::super::tools::requested;
 use super::super::types::{CompletionRequest, Params};
 use super::super::AppState;
 use super::extract::OllamaJson;
 use super::options::{rename, Options};
 use super::reply::{self, Kind, Reply};
 use super::request::{ChatRequest, GenerateRequest};
-use super::OllamaError;
+use crate::api::ApiError;
 use crate::codec::ModelCodec;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Extension;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// `POST /api/chat`.
@@ -34,7 +35,7 @@ pub async fn chat(
     counted: Option<Extension<RequestModel>>,
     headers: HeaderMap,
     OllamaJson(req): OllamaJson<ChatRequest>,
-) -> Result<Response, OllamaError> {
+) -> Result<Response, ApiError> {
     let received = Instant::now();
     let id = next_request_id();
     let span = request_span("ollama_chat", &id);
@@ -51,28 +52,19 @@ pub async fn chat(
         if req.messages.is_empty() {
             return load_only(&state, Kind::Chat, &codec, keep).await;
         }
-        admission.text_only(&codec)?;
-        let mut params = params(&state, &codec, &openai, req.options.as_ref())?;
-        let messages = openai.chat_messages()?;
-        let (messages, tools) = prepare(&openai, messages, &mut params)?;
-        let recording = record::begin(&state, &headers, &openai).await?;
-        let prompt = Prompt::chat(messages).tokens(&codec).await?;
+        let mut request = GenerationRequest::new(
+            Prompt::chat(openai.chat_messages()?),
+            "messages",
+            params(&state, &codec, &openai, req.options.as_ref())?,
+        );
+        request.tools = requested(&openai)?;
+        request.session = record::turn(&headers, || record::openai_messages(&openai))?;
+        let prepared = prepare_for(&admission, codec, request).await?;
         let run = Run {
             kind: Kind::Chat,
             stream: req.streams(),
-            param: "messages",
-            tools: tools.filter(ToolSet::offered),
-            recording,
         };
-        run.start(
-            &admission,
-            codec,
-            prompt,
-            params,
-            req.options.as_ref(),
-            inner,
-        )
-        .await
+        run.start(&admission, prepared, inner).await
     };
     request_log::logged(span, work).await
 }
@@ -83,7 +75,7 @@ pub async fn generate(
     caller: Option<Extension<Caller>>,
     counted: Option<Extension<RequestModel>>,
     OllamaJson(req): OllamaJson<GenerateRequest>,
-) -> Result<Response, OllamaError> {
+) -> Result<Response, ApiError> {
     let received = Instant::now();
     let id = next_request_id();
     let span = request_span("ollama_generate", &id);
@@ -100,30 +92,19 @@ pub async fn generate(
         if req.only_loads() {
             return load_only(&state, Kind::Generate, &codec, keep).await;
         }
-        admission.text_only(&codec)?;
-        let params = params(&state, &codec, &openai, req.options.as_ref())?;
         let prompt = if req.is_raw() {
             Prompt::Raw(openai.prompt_text()?.to_owned())
         } else {
             Prompt::chat(openai.chat_messages()?)
         };
-        let prompt = prompt.tokens(&codec).await?;
+        let params = params(&state, &codec, &openai, req.options.as_ref())?;
+        let request = GenerationRequest::new(prompt, "prompt", params);
+        let prepared = prepare_for(&admission, codec, request).await?;
         let run = Run {
             kind: Kind::Generate,
             stream: req.streams(),
-            param: "prompt",
-            tools: None,
-            recording: None,
         };
-        run.start(
-            &admission,
-            codec,
-            prompt,
-            params,
-            req.options.as_ref(),
-            inner,
-        )
-        .await
+        run.start(&admission, prepared, inner).await
     };
     request_log::logged(span, work).await
 }
@@ -133,7 +114,7 @@ fn keep_alive(
     state: &AppState,
     codec: &ModelCodec,
     keep_alive: Option<&serde_json::Value>,
-) -> Result<Option<KeepAlive>, OllamaError> {
+) -> Result<Option<KeepAlive>, ApiError> {
     let keep = super::keep_alive::parse(keep_alive)?;
     residency::keep_for(state, codec.id(), keep);
     Ok(keep)
@@ -147,7 +128,7 @@ async fn load_only(
     kind: Kind,
     codec: &ModelCodec,
     keep: Option<KeepAlive>,
-) -> Result<Response, OllamaError> {
+) -> Result<Response, ApiError> {
     if residency::unloads(keep) {
         let nodes = residency::unload(state, codec.id())?;
         tracing::info!(model = %codec.id(), ?nodes, "unloading the model, as keep_alive 0 asked");
@@ -157,69 +138,51 @@ async fn load_only(
     Ok(Reply::finished(kind, codec.id(), "load"))
 }
 
-/// The generation parameters, with errors naming Ollama's fields and
-/// `repeat_last_n` applied.
+/// The generation parameters, with errors naming Ollama's fields,
+/// `repeat_last_n` applied and `num_ctx` honoured.
 fn params(
     state: &AppState,
     codec: &ModelCodec,
     openai: &CompletionRequest,
     options: Option<&Options>,
-) -> Result<Params, OllamaError> {
+) -> Result<Params, ApiError> {
     let mut params = openai.params().map_err(rename)?;
     if let (Some(options), Some(served)) = (options, residency::context(state, codec.id())) {
         if let Some(n) = options.penalty_last_n(served)? {
             params.sampling.penalty_last_n = n;
         }
+        params.context = Some(options.context(served)?);
     }
     Ok(params)
 }
 
-/// How one request's generation is started and answered.
+/// How one request's generation is answered.
 struct Run {
     kind: Kind,
     stream: bool,
-    /// The request field the prompt came from.
-    param: &'static str,
-    /// The tools the model may call, whose calls the answer reads out.
-    tools: Option<ToolSet>,
-    /// The session the answer is recorded in (`x-superfluid-session`).
-    recording: Option<Recording>,
 }
 
 impl Run {
-    /// Honours `num_ctx`, sends the prompt to a node and answers.
+    /// Sends the prompt to a node and answers in Ollama's shape.
     async fn start(
         self,
         admission: &Admission<'_>,
-        codec: Arc<ModelCodec>,
-        prompt: Vec<superfluid_proto::TokenId>,
-        mut params: Params,
-        options: Option<&Options>,
+        prepared: Prepared,
         span: tracing::Span,
-    ) -> Result<Response, OllamaError> {
-        let state = admission.state;
-        if let (Some(options), Some(served)) = (options, residency::context(state, codec.id())) {
-            params.context = Some(options.context(served)?);
-        }
-        let model = codec.id().to_owned();
-        let mut generation = admission
-            .start(codec, prompt, &params, self.param, span)
-            .await?;
-        let committed = match self.recording {
-            Some(recording) => Some(recording.attach(&mut generation).await?),
-            None => None,
-        };
-        let reply = Reply::new(self.kind, &model, admission.received, Instant::now());
+    ) -> Result<Response, ApiError> {
+        let started = prepared.start(admission, span).await?;
+        let reply = Reply::new(
+            self.kind,
+            started.codec.id(),
+            admission.received,
+            Instant::now(),
+        );
         let response = if self.stream {
-            reply::stream(generation, reply, self.tools).await
+            reply::stream(started.first, reply, started.tools).await
         } else {
-            reply::complete(generation, reply, self.tools.as_ref()).await
+            reply::complete(started.first, reply, started.tools.as_ref()).await
         };
-        // A whole answer is sent once it is recorded, so that the session
-        // shows it to the client's next read.
-        if let (false, Some(committed)) = (self.stream, committed) {
-            committed.wait().await;
-        }
+        recorded(started.committed, self.stream).await;
         response
     }
 }

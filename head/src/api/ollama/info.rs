@@ -6,7 +6,7 @@ use super::super::generate::residency;
 use super::super::AppState;
 use super::clock::rfc3339;
 use super::extract::OllamaJson;
-use super::OllamaError;
+use crate::api::ApiError;
 use crate::codec::ModelCodec;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -67,16 +67,16 @@ pub async fn show(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
     OllamaJson(req): OllamaJson<ShowRequest>,
-) -> Result<Json<Value>, OllamaError> {
+) -> Result<Json<Value>, ApiError> {
     let Some(name) = req.model.as_deref().or(req.name.as_deref()) else {
-        return Err(OllamaError::field(
+        return Err(ApiError::param(
             "model",
             "missing required parameter `model`; set it to one of the names GET /api/tags lists",
         ));
     };
     let id = name.strip_suffix(":latest").unwrap_or(name);
     let codec = state.catalog.get(id).ok_or_else(|| {
-        OllamaError::refused(
+        ApiError::refused(
             StatusCode::NOT_FOUND,
             format!(
                 "model '{name}' not found; served models: {}",

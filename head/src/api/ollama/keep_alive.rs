@@ -4,17 +4,17 @@
 //! number of seconds) sets it, a negative one keeps the model loaded until
 //! another request says otherwise, and 0 unloads it as soon as nothing runs.
 
+use crate::api::ApiError;
 use serde_json::Value;
 use std::time::Duration;
 
 use super::super::generate::residency::KeepAlive;
-use super::OllamaError;
 
 /// What `keep_alive` asks for; `None` when it is absent or null (the
 /// head's `--unload-after` then applies).
-pub fn parse(keep_alive: Option<&Value>) -> Result<Option<KeepAlive>, OllamaError> {
+pub fn parse(keep_alive: Option<&Value>) -> Result<Option<KeepAlive>, ApiError> {
     let bad = |why: &str| {
-        OllamaError::field(
+        ApiError::param(
             "keep_alive",
             format!("`keep_alive` {why}: give a duration such as \"5m\", \"1h30m\" or a number of seconds; 0 unloads the model after this request, a negative value keeps it loaded"),
         )

@@ -3,7 +3,6 @@
 
 use super::super::types::CompletionRequest;
 use super::super::ApiError;
-use super::OllamaError;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -55,7 +54,7 @@ const RENAMED: [(&str, &str); 9] = [
 
 impl Options {
     /// Sets the fields of `req` these options stand for.
-    pub fn apply(&self, req: &mut CompletionRequest) -> Result<(), OllamaError> {
+    pub fn apply(&self, req: &mut CompletionRequest) -> Result<(), ApiError> {
         req.temperature = self.temperature;
         req.top_p = self.top_p;
         req.top_k = self.top_k;
@@ -69,7 +68,7 @@ impl Options {
             None | Some(-1) | Some(-2) => None,
             Some(n) if n > 0 => Some(n),
             Some(n) => {
-                return Err(OllamaError::field(
+                return Err(ApiError::param(
                     "options.num_predict",
                     format!("`options.num_predict` must be at least 1, or -1 for no limit but the context (got {n})"),
                 ))
@@ -80,12 +79,12 @@ impl Options {
 
     /// `repeat_last_n`: how far back the penalties look (-1: the whole
     /// context, 0: off).
-    pub fn penalty_last_n(&self, context: u32) -> Result<Option<u32>, OllamaError> {
+    pub fn penalty_last_n(&self, context: u32) -> Result<Option<u32>, ApiError> {
         match self.repeat_last_n {
             None => Ok(None),
             Some(-1) => Ok(Some(context)),
             Some(n) => u32::try_from(n).map(Some).map_err(|_| {
-                OllamaError::field(
+                ApiError::param(
                     "options.repeat_last_n",
                     format!("`options.repeat_last_n` must be -1 (the whole context), 0 (off) or a number of tokens (got {n})"),
                 )
@@ -95,11 +94,11 @@ impl Options {
 
     /// The context limit the request asked for, checked against the
     /// nodes' context `served`.
-    pub fn context(&self, served: u32) -> Result<u32, OllamaError> {
+    pub fn context(&self, served: u32) -> Result<u32, ApiError> {
         match self.num_ctx {
             None => Ok(served),
             Some(n) if n >= 1 && n <= i64::from(served) => Ok(n as u32),
-            Some(n) => Err(OllamaError::field(
+            Some(n) => Err(ApiError::param(
                 "options.num_ctx",
                 format!("`options.num_ctx` must be between 1 and {served}, the context the nodes serving this model were started with (got {n}); leave it out, or start the nodes with a larger context"),
             )),
@@ -108,7 +107,7 @@ impl Options {
 }
 
 /// An error from the OpenAI checks, naming the Ollama field the client set.
-pub fn rename(err: ApiError) -> OllamaError {
+pub fn rename(err: ApiError) -> ApiError {
     match err {
         ApiError::InvalidParam { param, message } => {
             let Some((_, ours)) = RENAMED.iter().find(|(openai, _)| *openai == param) else {
@@ -120,22 +119,21 @@ pub fn rename(err: ApiError) -> OllamaError {
                 } else {
                     (param, message)
                 };
-                return ApiError::InvalidParam { param, message }.into();
+                return ApiError::InvalidParam { param, message };
             };
             let message = message.replace(&format!("`{param}`"), &format!("`{ours}`"));
             ApiError::InvalidParam {
                 param: (*ours).to_owned(),
                 message,
             }
-            .into()
         }
-        other => other.into(),
+        other => other,
     }
 }
 
 /// `format`: `"json"` or a JSON schema, as the OpenAI `response_format`
 /// that asks for the same.
-pub fn response_format(format: Option<&Value>) -> Result<Option<Value>, OllamaError> {
+pub fn response_format(format: Option<&Value>) -> Result<Option<Value>, ApiError> {
     match format {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
@@ -144,7 +142,7 @@ pub fn response_format(format: Option<&Value>) -> Result<Option<Value>, OllamaEr
             "type": "json_schema",
             "json_schema": {"name": "format", "schema": schema},
         }))),
-        Some(other) => Err(OllamaError::field(
+        Some(other) => Err(ApiError::param(
             "format",
             format!("`format` must be \"json\" or a JSON schema object (got {other})"),
         )),
@@ -153,10 +151,10 @@ pub fn response_format(format: Option<&Value>) -> Result<Option<Value>, OllamaEr
 
 /// `think`: no model here reasons in a separate channel; `false` is
 /// accepted.
-pub fn check_think(think: Option<&Value>) -> Result<(), OllamaError> {
+pub fn check_think(think: Option<&Value>) -> Result<(), ApiError> {
     match think {
         None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(()),
-        Some(_) => Err(OllamaError::field(
+        Some(_) => Err(ApiError::param(
             "think",
             "`think` is not supported: superfluid does not separate a model's reasoning from its answer; send the request without `think`",
         )),

@@ -10,7 +10,8 @@ use super::super::tools::parse::ParsedCall;
 use super::super::tools::ToolSet;
 use super::clock::rfc3339_now;
 use super::tools;
-use super::OllamaError;
+use crate::api::dialect::Dialect;
+use crate::api::ApiError;
 use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -148,7 +149,7 @@ pub async fn complete(
     generation: Generation,
     mut reply: Reply,
     tools: Option<&ToolSet>,
-) -> Result<Response, OllamaError> {
+) -> Result<Response, ApiError> {
     let mut answer = Answer::new(generation, tools.cloned());
     let mut whole = Whole::default();
     loop {
@@ -181,7 +182,7 @@ pub async fn stream(
     generation: Generation,
     reply: Reply,
     tools: Option<ToolSet>,
-) -> Result<Response, OllamaError> {
+) -> Result<Response, ApiError> {
     let mut answer = Answer::new(generation, tools);
     let first = answer.next().await?;
     let node = answer.generation().node.clone();
@@ -210,7 +211,7 @@ struct StreamState {
 impl StreamState {
     /// Queues the line for one event of the answer; an error mid-stream is
     /// a last `{"error": ...}` line, as Ollama sends it.
-    fn push(&mut self, output: Result<Output, OllamaError>) {
+    fn push(&mut self, output: Result<Output, ApiError>) {
         match output {
             Ok(Output::Text(text)) => {
                 let line = self.reply.text(&text);
@@ -238,7 +239,7 @@ impl StreamState {
             Err(err) => {
                 tracing::warn!(error = %err, "generation failed mid-stream");
                 self.done = true;
-                self.line(&err.body());
+                self.line(&err.body_in(Dialect::Ollama));
             }
         }
     }
@@ -259,7 +260,7 @@ fn lines(state: StreamState) -> impl Stream<Item = Result<Bytes, Infallible>> + 
             if st.done {
                 return None;
             }
-            let output = st.answer.next().await.map_err(OllamaError::from);
+            let output = st.answer.next().await;
             st.push(output);
         }
     })

@@ -5,9 +5,9 @@
 //! fields superfluid cannot honour are refused by [`refuse`].
 
 use super::super::types::{CompletionRequest, RequestMessage};
+use super::message::{self, Message};
 use super::options::{self, Options};
-use super::tools;
-use super::OllamaError;
+use crate::api::ApiError;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -33,25 +33,6 @@ pub struct ChatRequest {
     pub keep_alive: Option<Value>,
     /// Separate reasoning (not supported).
     pub think: Option<Value>,
-}
-
-/// One chat message.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Message {
-    /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
-    /// The text.
-    #[serde(default)]
-    pub content: Option<String>,
-    /// Base64 images (not supported).
-    pub images: Option<Value>,
-    /// Calls the assistant made: `[{"function": {"name", "arguments"}}]`.
-    pub tool_calls: Option<Value>,
-    /// The tool whose result a `tool` message carries.
-    pub tool_name: Option<Value>,
-    /// An earlier answer's reasoning (not supported).
-    pub thinking: Option<Value>,
 }
 
 /// `POST /api/generate`.
@@ -87,9 +68,9 @@ pub struct GenerateRequest {
 }
 
 /// Refuses a field that asks for something superfluid does not do.
-fn refuse(field: &str, asked: bool, instead: &str) -> Result<(), OllamaError> {
+fn refuse(field: &str, asked: bool, instead: &str) -> Result<(), ApiError> {
     if asked {
-        return Err(OllamaError::field(
+        return Err(ApiError::param(
             field,
             format!("`{field}` is not supported: {instead}"),
         ));
@@ -115,7 +96,7 @@ fn common(
     opts: Option<&Options>,
     keep_alive: Option<&Value>,
     think: Option<&Value>,
-) -> Result<CompletionRequest, OllamaError> {
+) -> Result<CompletionRequest, ApiError> {
     super::keep_alive::parse(keep_alive)?;
     options::check_think(think)?;
     let mut req = CompletionRequest {
@@ -133,7 +114,7 @@ fn common(
 
 impl ChatRequest {
     /// The OpenAI chat request this one asks for.
-    pub fn to_openai(&self) -> Result<CompletionRequest, OllamaError> {
+    pub fn to_openai(&self) -> Result<CompletionRequest, ApiError> {
         let mut req = common(
             self.model.as_ref(),
             self.format.as_ref(),
@@ -152,7 +133,7 @@ impl ChatRequest {
             let think_field = format!("messages[{i}].thinking");
             refuse(&think_field, asks(m.thinking.as_ref()), "superfluid does not separate a model's reasoning from its answer; send the message without `thinking`")?;
             if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool") {
-                return Err(OllamaError::field(
+                return Err(ApiError::param(
                     format!("messages[{i}].role").as_str(),
                     format!(
                         "unknown role {:?} in messages[{i}]; use system, user, assistant or tool",
@@ -160,7 +141,7 @@ impl ChatRequest {
                     ),
                 ));
             }
-            messages.push(tools::message(i, m)?);
+            messages.push(message::to_openai(i, m)?);
         }
         req.messages = Some(messages);
         req.tools = self.tools.clone();
@@ -176,7 +157,7 @@ impl ChatRequest {
 impl GenerateRequest {
     /// The OpenAI request this one asks for: a completion of the raw
     /// prompt, or a chat of the system prompt and the prompt.
-    pub fn to_openai(&self) -> Result<CompletionRequest, OllamaError> {
+    pub fn to_openai(&self) -> Result<CompletionRequest, ApiError> {
         refuse(
             "images",
             asks(self.images.as_ref()),
@@ -199,7 +180,7 @@ impl GenerateRequest {
         let prompt = self.prompt.clone().unwrap_or_default();
         if self.raw.unwrap_or(false) {
             if self.system.as_deref().is_some_and(|s| !s.is_empty()) {
-                return Err(OllamaError::field(
+                return Err(ApiError::param(
                     "system",
                     "`system` needs the chat template, which `raw: true` turns off; put the system prompt into `prompt`, or drop `raw`",
                 ));

@@ -18,7 +18,9 @@ use serde_json::{json, Value};
 use super::super::admission::Admission;
 use super::super::auth::Caller;
 use super::super::extract::ApiJson;
+use super::super::generate::prepare::{prepare_for, Started};
 use super::super::generate::prompt::Prompt;
+use super::super::generate::request::GenerationRequest;
 use super::super::handlers::{next_request_id, request_span};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
@@ -74,21 +76,20 @@ pub async fn create(
         let codec = admission.text_model(&model, counted.as_ref())?;
         let messages = messages(previous.as_ref(), &checked)?;
         let req = params::request(codec.id(), messages, &checked.settings)?;
-        let mut chat = req.chat_messages()?;
-        let mut gen_params = req.params()?;
-        if let Some(set) = &checked.tools.set {
-            chat = super::super::tools::prompt::with_tools(chat, set);
-            gen_params.constraint = super::super::tools::grammar::constraint(set)?;
-        }
-        let prompt = Prompt::chat(chat).tokens(&codec).await?;
+        let mut request =
+            GenerationRequest::new(Prompt::chat(req.chat_messages()?), "input", req.params()?);
+        request.tools = checked.tools.set.clone();
+        let prepared = prepare_for(&admission, codec, request).await?;
         // A message over the size limit is refused before a node is asked.
         for message in &checked.input {
             store.limits().check_message(&message.event_body())?;
         }
         let plan = plan(&store, &checked, previous.as_ref()).await?;
-        let generation = admission
-            .start(codec.clone(), prompt, &gen_params, "input", inner)
-            .await?;
+        let Started {
+            codec,
+            first: generation,
+            ..
+        } = prepared.start(&admission, inner).await?;
         let echo = Echo {
             model: codec.id().to_owned(),
             instructions: checked.instructions.clone(),

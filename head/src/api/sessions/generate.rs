@@ -23,13 +23,13 @@ use super::super::admission::Admission;
 use super::super::auth::Caller;
 use super::super::extract::ApiJson;
 use super::super::generate::answer::{Answer, Output, Whole};
+use super::super::generate::prepare::{prepare, Started};
 use super::super::generate::prompt::Prompt;
+use super::super::generate::request::GenerationRequest;
 use super::super::generate::Generation;
 use super::super::handlers::{next_request_id, request_span};
 use super::super::request_log;
 use super::super::request_metrics::RequestModel;
-use super::super::tools::grammar;
-use super::super::tools::prompt::with_tools;
 use super::super::tools::ToolSet;
 use super::super::{ApiError, AppState, NODE_HEADER};
 use super::bodies::{self, GenerateBody};
@@ -79,25 +79,22 @@ pub async fn generate(
             received,
             caller: caller.as_ref(),
         };
-        let codec = admission.text_model(req.model_id()?, counted.as_ref())?;
-        let mut messages = req.chat_messages()?;
-        let mut gen_params = req.params()?;
-        if let Some(set) = &tools {
-            messages = with_tools(messages, set);
-            if let Some(constraint) = grammar::constraint(set)? {
-                if gen_params.constraint.is_some() {
-                    return Err(ApiError::param(
-                        "tool_choice",
-                        "a `tool_choice` that requires a call cannot be combined with the session's `response_format`; send one or the other",
-                    ));
-                }
-                gen_params.constraint = Some(constraint);
-            }
-        }
-        let prompt = Prompt::chat(messages).tokens(&codec).await?;
-        let generation = admission
-            .start(codec.clone(), prompt, &gen_params, "messages", inner)
-            .await?;
+        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, |_| {
+            let mut request = GenerationRequest::new(
+                Prompt::chat(req.chat_messages()?),
+                "messages",
+                req.params()?,
+            );
+            request.tools = tools;
+            Ok(request)
+        })
+        .await?;
+        let Started {
+            codec,
+            first: generation,
+            tools,
+            ..
+        } = prepared.start(&admission, inner).await?;
         let given = json!({
             "model": codec.id(),
             "params": settings,
@@ -112,7 +109,7 @@ pub async fn generate(
         let turn = Turn {
             store,
             guard,
-            tools: tools.filter(ToolSet::offered),
+            tools,
         };
         tokio::spawn(drive(turn, generation, prompt_event, tx));
         let mut response = if body.stream {

@@ -9,6 +9,7 @@ use axum::http::HeaderMap;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
+use super::super::generate::request::SessionTurn;
 use super::super::generate::Generation;
 use super::super::types::CompletionRequest;
 use super::super::{ApiError, AppState};
@@ -36,44 +37,13 @@ impl Committed {
     }
 }
 
-/// Holds the session the request names, if it names one: 404 for an
-/// unknown session, 409 while it is generating.
-pub async fn begin(
-    state: &AppState,
-    headers: &HeaderMap,
-    req: &CompletionRequest,
-) -> Result<Option<Recording>, ApiError> {
-    begin_with(state, headers, || new_messages(req)).await
-}
-
-/// [`begin`] for a chat in the template's form (Anthropic's Messages):
-/// its messages after the last assistant turn, system messages aside.
-pub async fn begin_chat(
-    state: &AppState,
-    headers: &HeaderMap,
-    chat: &[ChatMessage],
-) -> Result<Option<Recording>, ApiError> {
-    begin_with(state, headers, || {
-        let start = chat
-            .iter()
-            .rposition(|m| m.role == "assistant")
-            .map_or(0, |i| i + 1);
-        chat[start..]
-            .iter()
-            .filter(|m| m.role != "system")
-            .map(|m| json!({"role": m.role, "content": m.content}))
-            .collect()
-    })
-    .await
-}
-
-/// Holds the session the request's header names, if it names one, and
-/// keeps `messages()` (the request's new messages) to commit.
-async fn begin_with(
-    state: &AppState,
+/// The session the request's header names, if it names one, with the
+/// turn's new messages (`messages()`, called only then): 400 for a header
+/// that is not a session id.
+pub fn turn(
     headers: &HeaderMap,
     messages: impl FnOnce() -> Vec<Value>,
-) -> Result<Option<Recording>, ApiError> {
+) -> Result<Option<SessionTurn>, ApiError> {
     let Some(value) = headers.get(SESSION_HEADER) else {
         return Ok(None);
     };
@@ -87,28 +57,32 @@ async fn begin_with(
                 format!("`{SESSION_HEADER}` must be a session id, a number as POST /v1/sessions answers it; create a session first"),
             )
         })?;
-    let store = store(state)?.clone();
-    let messages = messages();
-    for message in &messages {
-        store.limits().check_message(message)?;
-    }
-    let guard = store.begin_generation(SessionId(id)).await?;
-    Ok(Some(Recording {
-        store,
-        guard,
-        messages,
+    Ok(Some(SessionTurn {
+        id: SessionId(id),
+        messages: messages(),
     }))
 }
 
-/// The request's messages after its last assistant message, without
-/// system messages (a session has its own system prompt).
-fn new_messages(req: &CompletionRequest) -> Vec<Value> {
+/// Holds the turn's session: 404 for an unknown session, 409 while it is
+/// generating, 400 for a message over the size limit.
+pub async fn begin(state: &AppState, turn: SessionTurn) -> Result<Recording, ApiError> {
+    let store = store(state)?.clone();
+    for message in &turn.messages {
+        store.limits().check_message(message)?;
+    }
+    let guard = store.begin_generation(turn.id).await?;
+    Ok(Recording {
+        store,
+        guard,
+        messages: turn.messages,
+    })
+}
+
+/// An OpenAI chat request's messages after its last assistant message,
+/// without system messages (a session has its own system prompt).
+pub fn openai_messages(req: &CompletionRequest) -> Vec<Value> {
     let all = req.messages.as_deref().unwrap_or_default();
-    let start = all
-        .iter()
-        .rposition(|m| m.role == "assistant")
-        .map_or(0, |i| i + 1);
-    all[start..]
+    after_last_assistant(all, |m| &m.role)
         .iter()
         .filter(|m| m.role != "system" && m.role != "developer")
         .map(|m| {
@@ -119,6 +93,25 @@ fn new_messages(req: &CompletionRequest) -> Vec<Value> {
             body
         })
         .collect()
+}
+
+/// A conversation's messages after its last assistant turn, system
+/// messages aside, in the template's form (Anthropic's Messages).
+pub fn chat_messages(chat: &[ChatMessage]) -> Vec<Value> {
+    after_last_assistant(chat, |m| &m.role)
+        .iter()
+        .filter(|m| m.role != "system")
+        .map(|m| json!({"role": m.role, "content": m.content}))
+        .collect()
+}
+
+/// The messages after the last assistant message: what a turn adds.
+fn after_last_assistant<T>(all: &[T], role: impl Fn(&T) -> &String) -> &[T] {
+    let start = all
+        .iter()
+        .rposition(|m| role(m) == "assistant")
+        .map_or(0, |i| i + 1);
+    &all[start..]
 }
 
 impl Recording {

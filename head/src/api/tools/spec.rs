@@ -270,16 +270,16 @@ fn choice(value: Option<&Value>, functions: &[Function]) -> Result<Choice, ApiEr
 ///
 /// # Errors
 /// [`ApiError::InvalidParam`] naming `tools` or `tool_choice`.
-pub fn refuse_on_completions(req: &crate::api::types::CompletionRequest) -> Result<(), ApiError> {
+pub fn refuse_on_completions(
+    tools: Option<&Value>,
+    tool_choice: Option<&Value>,
+) -> Result<(), ApiError> {
     let offered = |v: Option<&Value>| match v {
         None | Some(Value::Null) => false,
         Some(Value::Array(a)) => !a.is_empty(),
         Some(_) => true,
     };
-    for (field, value) in [
-        ("tools", req.tools.as_ref()),
-        ("tool_choice", req.tool_choice.as_ref()),
-    ] {
+    for (field, value) in [("tools", tools), ("tool_choice", tool_choice)] {
         if offered(value) {
             return Err(ApiError::param(
                 field,

@@ -1,23 +1,24 @@
 use super::super::request::{ChatRequest, GenerateRequest};
 use super::*;
 use crate::api::extract::parse;
+use crate::api::ApiError;
 use serde_json::json;
 
-fn chat(body: Value) -> Result<CompletionRequest, OllamaError> {
+fn chat(body: Value) -> Result<CompletionRequest, ApiError> {
     let req: ChatRequest = parse(body.to_string().as_bytes())?;
     req.to_openai()
 }
 
-fn generate(body: Value) -> Result<CompletionRequest, OllamaError> {
+fn generate(body: Value) -> Result<CompletionRequest, ApiError> {
     let req: GenerateRequest = parse(body.to_string().as_bytes())?;
     req.to_openai()
 }
 
 /// The field a refusal names, and its message.
-fn refusal(result: Result<CompletionRequest, OllamaError>) -> (String, String) {
+fn refusal(result: Result<CompletionRequest, ApiError>) -> (String, String) {
     match result {
-        Err(OllamaError::Api(ApiError::InvalidParam { param, message })) => (param, message),
-        Err(OllamaError::Api(ApiError::BadJson { message, .. })) => (String::new(), message),
+        Err(ApiError::InvalidParam { param, message }) => (param, message),
+        Err(ApiError::BadJson { message, .. }) => (String::new(), message),
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
@@ -62,7 +63,7 @@ fn a_bad_option_is_named_as_the_client_wrote_it() {
     let req =
         chat(json!({"model": "m", "messages": [], "options": {"temperature": 9}})).expect("parsed");
     match rename(req.params().expect_err("refused")) {
-        OllamaError::Api(ApiError::InvalidParam { param, message }) => {
+        ApiError::InvalidParam { param, message } => {
             assert_eq!(param, "options.temperature");
             assert!(message.contains("`options.temperature`"), "{message}");
         }
@@ -191,7 +192,7 @@ fn num_ctx_is_honoured_up_to_the_nodes_context() {
         ..Options::default()
     };
     match too_big.context(2048) {
-        Err(OllamaError::Api(ApiError::InvalidParam { param, message })) => {
+        Err(ApiError::InvalidParam { param, message }) => {
             assert_eq!(param, "options.num_ctx");
             assert!(message.contains("2048"), "{message}");
         }
