@@ -11,7 +11,9 @@ use clap::{Args, Parser, Subcommand};
 use crate::logging::{LogFlags, LogFormat};
 
 mod admin;
+mod offload;
 pub use admin::{AdminFlags, FleetCommand, KeysCommand, ModelsCommand};
+pub use offload::OffloadFlags;
 use superfluid_head::api::browser::{BrowserError, BrowserPolicy};
 use superfluid_head::fleet::placement::PlacementConfig;
 use superfluid_head::keys::Keys;
@@ -114,6 +116,8 @@ pub struct EngineFlags {
     /// llama.cpp then ends this process, and with `serve` the head too.
     #[arg(long, env = "SUPERFLUID_ENGINE_IN_PROCESS")]
     pub engine_in_process: bool,
+    #[command(flatten)]
+    pub offload: OffloadFlags,
 }
 
 /// Who may use the client APIs.

@@ -8,9 +8,10 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use superfluid_node::host::{HostCommand, HostEngine, RestartPolicy};
 use superfluid_node::llama::embed::{file_pooling, EmbedEngine};
 use superfluid_node::llama::{LlamaConfig, LlamaEngine};
+use superfluid_node::offload::{Offload, OffloadError};
 use superfluid_node::Engine;
 
-use crate::cli::EngineFlags;
+use crate::cli::{EngineFlags, OffloadFlags};
 
 /// Why engine flags cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +19,9 @@ pub enum ConfigError {
     /// The model file is missing.
     #[error("model file {0} does not exist; run scripts/setup to install the default model, or pass --model PATH")]
     MissingModel(PathBuf),
+    /// An offload flag llama.cpp or this build cannot take.
+    #[error(transparent)]
+    Offload(#[from] OffloadError),
     /// A numeric flag is out of range.
     #[error("--{flag} must be at least {min}, got {value}")]
     TooSmall {
@@ -117,6 +121,8 @@ pub struct EngineConfig {
     pub in_process: bool,
     /// How the engine host logs (the node's own format).
     pub log_format: crate::logging::LogFormat,
+    /// GPU layers and split, KV cache type and flash attention.
+    pub offload: Offload,
 }
 
 impl EngineConfig {
@@ -130,6 +136,7 @@ impl EngineConfig {
             model_id: None,
             in_process: flags.engine_in_process,
             log_format: crate::logging::current(),
+            offload: flags.offload.offload()?,
         })
     }
 
@@ -163,7 +170,10 @@ impl EngineConfig {
             ("--ctx", self.ctx.to_string()),
             ("--threads", self.threads.to_string()),
             ("--log-format", self.log_format.as_str().to_owned()),
-        ] {
+        ]
+        .into_iter()
+        .chain(OffloadFlags::args(&self.offload))
+        {
             args.push(flag.into());
             args.push(value.into());
         }
@@ -201,6 +211,7 @@ impl EngineConfig {
             threads: self.threads,
             shared_kv: self.shared_kv,
             model_id: self.model_id.clone(),
+            offload: self.offload.clone(),
             ..LlamaConfig::default()
         }
     }

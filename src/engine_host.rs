@@ -7,6 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use superfluid_node::offload::{
+    FlashAttn, GpuLayers, KvCacheType, Offload, SplitMode, TensorSplit,
+};
 
 use crate::engine::EngineConfig;
 use crate::logging::LogFormat;
@@ -29,6 +32,18 @@ pub struct Flags {
     pub threads: u32,
     #[arg(long)]
     pub shared_kv: bool,
+    #[arg(long)]
+    pub gpu_layers: GpuLayers,
+    #[arg(long)]
+    pub split_mode: SplitMode,
+    #[arg(long)]
+    pub tensor_split: Option<TensorSplit>,
+    #[arg(long)]
+    pub main_gpu: u32,
+    #[arg(long)]
+    pub kv_cache_type: KvCacheType,
+    #[arg(long)]
+    pub flash_attn: FlashAttn,
     #[arg(long, value_enum, default_value_t)]
     pub log_format: LogFormat,
 }
@@ -73,6 +88,14 @@ pub async fn run(flags: Flags) -> Result<()> {
         model_id: Some(flags.model_id),
         in_process: true,
         log_format: flags.log_format,
+        offload: Offload {
+            gpu_layers: flags.gpu_layers,
+            split_mode: flags.split_mode,
+            tensor_split: flags.tensor_split.unwrap_or_default(),
+            main_gpu: flags.main_gpu,
+            kv_cache_type: flags.kv_cache_type,
+            flash_attn: flags.flash_attn,
+        },
     };
     superfluid_node::host::serve::run(socket, move || {
         let backend = crate::engine::backend().map_err(|e| format!("{e:#}"))?;

@@ -26,6 +26,7 @@ pub async fn run(mut agent: AgentConfig, flags: EngineFlags) -> Result<()> {
         ctx: config.ctx,
         slots: config.slots,
         sha256,
+        ..Default::default()
     };
     tracing::info!(model = %model.id, "serving with the fake engine: no model is computed");
     let engine = Arc::new(FakeEngine::new(model, FakeCosts::default()));

@@ -142,6 +142,7 @@ mod tests {
             ctx: 512,
             slots,
             sha256: String::new(),
+            ..Default::default()
         };
         Arc::new(FakeEngine::new(model, FakeCosts::default()))
     }

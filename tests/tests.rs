@@ -37,6 +37,7 @@ mod scrape;
 mod serve_chat;
 mod serve_completions;
 mod serve_errors;
+mod serve_kv_cache;
 mod serve_logprobs;
 mod serve_sampling;
 mod serve_shutdown;

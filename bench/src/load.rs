@@ -154,6 +154,7 @@ async fn in_process(model_id: &str, shape: Shape, into: &mut Samples) -> Result<
                 ctx: 4096,
                 slots: shape.slots_per_node,
                 sha256: String::new(),
+                ..Default::default()
             };
             Arc::new(FakeEngine::new(model, FakeCosts::default())) as Arc<dyn Engine>
         })

@@ -33,6 +33,7 @@ fn nodes() -> Vec<NodeSnapshot> {
                 ctx: 4096,
                 slots: 8,
                 sha256: "0".repeat(64),
+                ..Default::default()
             }],
             hardware: "AMD EPYC 7763 64-Core Processor, 128 cores, 512 GiB RAM, CUDA".to_owned(),
             connected_since: SystemTime::UNIX_EPOCH,

@@ -48,6 +48,9 @@ pub enum EngineError {
         /// What llama.cpp said.
         reason: String,
     },
+    /// Offload settings llama.cpp would refuse, or this build cannot apply.
+    #[error(transparent)]
+    Offload(#[from] crate::offload::OffloadError),
     /// The request names a model this engine does not run.
     #[error("this node does not serve model {requested:?}; it serves {served:?}")]
     UnknownModel {
@@ -103,7 +106,7 @@ impl EngineError {
             Self::TooLong { .. } => FailureKind::PromptTooLong,
             Self::EmptyPrompt => FailureKind::EmptyPrompt,
             Self::Stopped => FailureKind::Stopped,
-            Self::Load { .. } | Self::Context { .. } => FailureKind::Engine,
+            Self::Load { .. } | Self::Context { .. } | Self::Offload(_) => FailureKind::Engine,
             // Another node may still serve the model: the head moves the
             // generation there.
             Self::HostFailed { .. } => FailureKind::Stopped,

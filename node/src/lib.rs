@@ -23,6 +23,7 @@ pub mod ledger;
 pub mod llama;
 pub mod model_cache;
 pub mod models;
+pub mod offload;
 pub mod schedule;
 pub mod scoring;
 

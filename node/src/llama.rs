@@ -14,6 +14,7 @@ mod draw;
 pub mod embed;
 mod engine_thread;
 mod grammar;
+pub mod kv_size;
 mod sampler;
 #[cfg(test)]
 mod tests;
@@ -27,11 +28,12 @@ use tokio::sync::mpsc;
 
 use crate::engine::{Engine, EngineError, EngineInfo, Generation};
 use crate::ledger::Ledger;
+use crate::offload::Offload;
 pub use crate::schedule::validate;
 use crate::schedule::Job;
 
 /// How to run a model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LlamaConfig {
     /// The GGUF file.
     pub model_path: PathBuf,
@@ -50,6 +52,8 @@ pub struct LlamaConfig {
     /// The id clients name the model by; the file stem when `None`. A file
     /// fetched into the node's model cache is named by its hash, not its id.
     pub model_id: Option<String>,
+    /// GPU layers and split, KV cache type and flash attention.
+    pub offload: Offload,
 }
 
 impl Default for LlamaConfig {
@@ -63,6 +67,7 @@ impl Default for LlamaConfig {
             prefill_chunk: 512,
             shared_kv: false,
             model_id: None,
+            offload: Offload::default(),
         }
     }
 }
@@ -98,7 +103,8 @@ impl LlamaEngine {
                 reason: "no such file".into(),
             });
         }
-        let info = EngineInfo {
+        config.offload.check()?;
+        let mut info = EngineInfo {
             model: ModelDescription {
                 id: config
                     .model_id
@@ -108,6 +114,9 @@ impl LlamaEngine {
                 slots: config.slots,
                 // The engine does not hash the file; whoever announces the model may.
                 sha256: String::new(),
+                kv_cache_type: config.offload.kv_cache_type.to_string(),
+                // Measured once the context exists.
+                kv_bytes: 0,
             },
         };
         let ledger = Arc::new(Ledger::new(&info.model.id, config.slots as usize));
@@ -121,7 +130,7 @@ impl LlamaEngine {
                 path: info.model.id.clone(),
                 reason: format!("could not start the engine thread: {e}"),
             })?;
-        ready_rx.recv().map_err(|_| EngineError::Stopped)??;
+        info.model.kv_bytes = ready_rx.recv().map_err(|_| EngineError::Stopped)??;
         Ok(LlamaEngine { info, jobs, ledger })
     }
 }

@@ -18,7 +18,7 @@ use crate::{
 /// The host protocol's version. Host and agent are the same binary, but a
 /// binary replaced on disk while its node runs would start hosts of the
 /// new version; they are refused, with both versions named.
-pub const HOST_PROTOCOL_VERSION: u32 = 1;
+pub const HOST_PROTOCOL_VERSION: u32 = 2;
 
 /// What the node agent sends its engine host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -44,7 +44,7 @@ pub use transfer::{FetchProgress, FetchReply, FetchRequest, ModelOffer, NodeStre
 
 /// The Link F protocol version spoken by this build. Peers with another
 /// version are refused with a message that names both.
-pub const PROTOCOL_VERSION: u32 = 12;
+pub const PROTOCOL_VERSION: u32 = 13;
 
 /// The ALPN identifier of Link F over QUIC.
 pub const ALPN: &[u8] = b"superfluid-linkf/1";

@@ -8,7 +8,7 @@ use crate::blocks::BlockHash;
 pub type TokenId = u32;
 
 /// One model a node can serve.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelDescription {
     /// The model id clients name (the GGUF file stem).
     pub id: String,
@@ -20,6 +20,14 @@ pub struct ModelDescription {
     /// The head routes only to nodes whose file matches its own.
     #[serde(default)]
     pub sha256: String,
+    /// The type the engine stores its KV cache in (`f16`, `q8_0`, `q4_0`);
+    /// empty if unknown or the model keeps no KV cache.
+    #[serde(default)]
+    pub kv_cache_type: String,
+    /// Bytes the engine's KV cache takes for all its slots at their full
+    /// context; 0 if unknown or the model keeps no KV cache.
+    #[serde(default)]
+    pub kv_bytes: u64,
 }
 
 /// What a node says about itself when it connects.

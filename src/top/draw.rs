@@ -179,6 +179,7 @@ mod tests {
             name: name.into(),
             state: "up".into(),
             models: vec!["smollm2".into()],
+            model_memory: Vec::new(),
             hardware: "Test CPU, 4 cores, 8 GiB RAM".into(),
             slots_busy: 1,
             slots: 4,

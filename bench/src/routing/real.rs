@@ -110,6 +110,7 @@ async fn start(
                 prefill_chunk: 512,
                 shared_kv: false,
                 model_id: None,
+                offload: Default::default(),
             },
         )
         .context("starting a node's engine")?;

@@ -58,6 +58,7 @@ impl Hardware {
             ctx: self.ctx,
             slots: self.slots,
             sha256: String::new(),
+            ..Default::default()
         };
         FakeEngine::new(
             model,

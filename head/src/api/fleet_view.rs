@@ -43,6 +43,9 @@ pub struct NodeView {
     pub state: String,
     /// The models it serves.
     pub models: Vec<String>,
+    /// The memory each of those models takes on it, in the same order.
+    #[serde(default)]
+    pub model_memory: Vec<ModelMemory>,
     /// Its machine (CPU, RAM, GPU backend) as it described it; empty if
     /// unknown.
     #[serde(default)]
@@ -71,6 +74,19 @@ pub struct NodeView {
     pub connected_secs: u64,
 }
 
+/// The memory one model takes on a node, as the node measured it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelMemory {
+    /// The model id.
+    pub id: String,
+    /// The type of its KV cache (`f16`, `q8_0`, `q4_0`); empty if unknown
+    /// or the model keeps no KV cache (an embedding model).
+    pub kv_cache_type: String,
+    /// Bytes its KV cache takes for all its slots at full context; 0 if
+    /// unknown or it keeps none.
+    pub kv_bytes: u64,
+}
+
 impl NodeView {
     /// What the view shows of `node`.
     pub fn new(node: &NodeSnapshot) -> NodeView {
@@ -91,6 +107,15 @@ impl NodeView {
             name: node.name.clone(),
             state: node.state.as_str().to_owned(),
             models: node.models.iter().map(|m| m.id.clone()).collect(),
+            model_memory: node
+                .models
+                .iter()
+                .map(|m| ModelMemory {
+                    id: m.id.clone(),
+                    kv_cache_type: m.kv_cache_type.clone(),
+                    kv_bytes: m.kv_bytes,
+                })
+                .collect(),
             hardware: node.hardware.clone(),
             slots_busy: node.load.busy_slots,
             slots: node.slots,
@@ -134,6 +159,7 @@ pub async fn fleet(
             .map(|node| {
                 let mut view = NodeView::new(node);
                 view.models.retain(|m| visible(m));
+                view.model_memory.retain(|m| visible(&m.id));
                 view
             })
             .collect(),
@@ -145,3 +171,6 @@ pub async fn fleet(
             .collect(),
     })
 }
+
+#[cfg(test)]
+mod tests;

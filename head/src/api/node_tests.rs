@@ -86,6 +86,7 @@ pub(super) async fn stub(
             ctx,
             slots: 1,
             sha256: String::new(),
+            ..Default::default()
         }],
         join_token: None,
         hardware: "test machine".into(),

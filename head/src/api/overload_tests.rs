@@ -56,6 +56,7 @@ async fn holding_stub(head_addr: std::net::SocketAddr, head: &Identity) -> Arc<A
             ctx: CTX,
             slots: 1,
             sha256: String::new(),
+            ..Default::default()
         }],
         join_token: None,
         hardware: "test machine".into(),

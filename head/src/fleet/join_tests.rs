@@ -61,6 +61,7 @@ fn model(sha256: &str) -> ModelDescription {
         ctx: 512,
         slots: 2,
         sha256: sha256.into(),
+        ..Default::default()
     }
 }
 

@@ -41,6 +41,7 @@ fn joining(name: &str, node: &Identity, connected: &Connected) -> Joining {
             ctx: 512,
             slots: 2,
             sha256: String::new(),
+            ..Default::default()
         }],
         hardware: String::new(),
         free_memory: 0,

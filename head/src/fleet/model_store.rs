@@ -88,6 +88,7 @@ impl ModelStore {
                 ctx: 0,
                 slots: 0,
                 sha256: f.sha256.clone(),
+                ..Default::default()
             })
             .collect()
     }

@@ -26,6 +26,7 @@ fn description(file: &ModelFile) -> ModelDescription {
         ctx: 512,
         slots: 2,
         sha256: file.sha256.clone(),
+        ..Default::default()
     }
 }
 

@@ -13,6 +13,7 @@ fn model(id: &str, ctx: u32, slots: u32) -> ModelDescription {
         ctx,
         slots,
         sha256: String::new(),
+        ..Default::default()
     }
 }
 

@@ -29,6 +29,7 @@ fn model() -> ModelDescription {
         ctx: 256,
         slots: 2,
         sha256: String::new(),
+        ..Default::default()
     }
 }
 

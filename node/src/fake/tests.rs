@@ -22,6 +22,7 @@ fn engine(slots: u32, ctx: u32, costs: FakeCosts) -> FakeEngine {
             ctx,
             slots,
             sha256: String::new(),
+            ..Default::default()
         },
         costs,
     )

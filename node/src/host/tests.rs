@@ -19,6 +19,7 @@ fn model(id: &str) -> ModelDescription {
         ctx: 512,
         slots: 2,
         sha256: String::new(),
+        ..Default::default()
     }
 }
 

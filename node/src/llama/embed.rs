@@ -98,6 +98,7 @@ impl EmbedEngine {
                 ctx,
                 slots,
                 sha256: String::new(),
+                ..Default::default()
             },
         };
         let ledger = Arc::new(Ledger::new(&id, slots as usize));
@@ -148,15 +149,16 @@ fn run(
         path: path.clone(),
         reason,
     };
-    let model =
-        match LlamaModel::load_from_file(backend, &config.model_path, &LlamaModelParams::default())
-        {
-            Ok(model) => model,
-            Err(e) => {
-                let _ = ready.send(Err(load_error(e.to_string())));
-                return;
-            }
-        };
+    // The GPU layers as for a generation model; an encoder keeps no KV
+    // cache, so its type does not apply.
+    let model_params = super::engine_thread::model_params(&config.offload);
+    let model = match LlamaModel::load_from_file(backend, &config.model_path, &model_params) {
+        Ok(model) => model,
+        Err(e) => {
+            let _ = ready.send(Err(load_error(e.to_string())));
+            return;
+        }
+    };
     let Some(pooling) = model_pooling(&model) else {
         let _ = ready.send(Err(load_error(
             "its GGUF names no pooling type, so it cannot compute embeddings".into(),

@@ -11,8 +11,10 @@ use superfluid_proto::{
 };
 
 use super::{LlamaConfig, LlamaEngine};
+use crate::offload::Offload;
 
 mod continuation;
+mod kv_cache;
 mod ledger;
 mod scoring;
 mod structured;
@@ -66,6 +68,7 @@ fn engine_with_kv(slots: u32, ctx: u32, prefill_chunk: u32, shared_kv: bool) -> 
         prefill_chunk,
         shared_kv,
         model_id: None,
+        offload: Offload::default(),
     };
     LlamaEngine::start(backend(), config).expect("engine starts")
 }

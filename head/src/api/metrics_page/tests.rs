@@ -18,6 +18,7 @@ fn node(name: &str, node_id: &str, state: NodeState, load: NodeLoadSnapshot) -> 
             ctx: 512,
             slots: 4,
             sha256: String::new(),
+            ..Default::default()
         }],
         hardware: "Test CPU, 4 cores, 8 GiB RAM".into(),
         connected_since: SystemTime::UNIX_EPOCH,
