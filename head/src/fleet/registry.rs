@@ -12,7 +12,7 @@ use superfluid_link::sync::lock;
 use superfluid_link::Fingerprint;
 use superfluid_proto::{ControlMsg, ModelDescription};
 
-use super::serving::Served;
+use super::serving::{self, LastUsed, Served};
 use crate::routing::NodeKey;
 
 /// Whether a node takes new work.
@@ -137,7 +137,7 @@ pub(crate) struct NodeEntry {
     pub(crate) placements: tokio::sync::mpsc::UnboundedSender<ControlMsg>,
     /// When each model was last routed here (or loaded), for unloading
     /// idle ones.
-    pub(crate) used: Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    pub(crate) used: Mutex<LastUsed>,
     draining: AtomicBool,
     /// Milliseconds since the Unix epoch of the last heartbeat.
     last_heartbeat_ms: AtomicU64,
@@ -155,6 +155,32 @@ fn unix_ms(t: SystemTime) -> u64 {
 }
 
 impl NodeEntry {
+    /// What the node serves now.
+    pub(crate) fn serving(&self) -> Served {
+        lock(&self.serving).clone()
+    }
+
+    /// Replaces what the node serves (after it loaded or unloaded a model),
+    /// checked against `expected` as at its hello; returns what it served
+    /// before.
+    pub(crate) fn set_models(
+        &self,
+        report: superfluid_proto::ModelsReport,
+        expected: &[ModelDescription],
+    ) -> Served {
+        serving::replace_models(&self.serving, &self.used, report, expected)
+    }
+
+    /// Records that a generation of `model` was routed here now.
+    pub(crate) fn used(&self, model: &str) {
+        serving::mark_used(&self.used, model);
+    }
+
+    /// Whether the head routes `model` here (draining or not).
+    pub(crate) fn serves(&self, model: &str) -> bool {
+        lock(&self.serving).eligible.iter().any(|m| m == model)
+    }
+
     /// Records a heartbeat from the node now.
     pub(crate) fn heartbeat(&self) {
         self.last_heartbeat_ms

@@ -2,12 +2,11 @@
 //! models reports (see `fleet/placement.rs`), which of them the head routes
 //! to it, and when each was last asked for.
 
+use std::sync::Mutex;
 use std::time::Instant;
 
 use superfluid_link::sync::lock;
 use superfluid_proto::ModelDescription;
-
-use super::registry::NodeEntry;
 
 /// The models a node serves, and which of them the head routes to it.
 #[derive(Debug, Clone, Default)]
@@ -22,63 +21,55 @@ pub(crate) struct Served {
     pub(crate) on_disk: Vec<String>,
 }
 
-impl NodeEntry {
-    /// What the node serves now.
-    pub(crate) fn serving(&self) -> Served {
-        lock(&self.serving).clone()
-    }
+/// When each model was last routed to a node (or loaded there).
+pub(crate) type LastUsed = std::collections::HashMap<String, Instant>;
 
-    /// Replaces what the node serves (after it loaded or unloaded a model),
-    /// checked against `expected` as at its hello; returns what it served
-    /// before.
-    pub(crate) fn set_models(
-        &self,
-        report: superfluid_proto::ModelsReport,
-        expected: &[ModelDescription],
-    ) -> Served {
-        let superfluid_proto::ModelsReport {
+/// Replaces what a node serves (after it loaded or unloaded a model),
+/// checked against `expected` as at its hello, and keeps `used` to the
+/// models it serves; returns what it served before.
+pub(super) fn replace_models(
+    serving: &Mutex<Served>,
+    used: &Mutex<LastUsed>,
+    report: superfluid_proto::ModelsReport,
+    expected: &[ModelDescription],
+) -> Served {
+    let superfluid_proto::ModelsReport {
+        models,
+        free_memory,
+        mut on_disk,
+        ..
+    } = report;
+    on_disk.truncate(superfluid_proto::placement::MAX_ON_DISK);
+    let (eligible, ineligible) = super::models::eligibility(&models, expected);
+    let now = Instant::now();
+    {
+        let mut used = lock(used);
+        used.retain(|id, _| models.iter().any(|m| &m.id == id));
+        for m in &models {
+            used.entry(m.id.clone()).or_insert(now);
+        }
+    }
+    std::mem::replace(
+        &mut *lock(serving),
+        Served {
             models,
+            eligible,
+            ineligible,
             free_memory,
-            mut on_disk,
-            ..
-        } = report;
-        on_disk.truncate(superfluid_proto::placement::MAX_ON_DISK);
-        let (eligible, ineligible) = super::models::eligibility(&models, expected);
-        let now = Instant::now();
-        {
-            let mut used = lock(&self.used);
-            used.retain(|id, _| models.iter().any(|m| &m.id == id));
-            for m in &models {
-                used.entry(m.id.clone()).or_insert(now);
-            }
-        }
-        std::mem::replace(
-            &mut *lock(&self.serving),
-            Served {
-                models,
-                eligible,
-                ineligible,
-                free_memory,
-                on_disk,
-            },
-        )
-    }
+            on_disk,
+        },
+    )
+}
 
-    /// Records that a generation of `model` was routed here now.
-    pub(crate) fn used(&self, model: &str) {
-        let now = Instant::now();
-        let mut used = lock(&self.used);
-        // Called on every routed request: no allocation once the model is known.
-        match used.get_mut(model) {
-            Some(at) => *at = now,
-            None => {
-                used.insert(model.to_owned(), now);
-            }
+/// Records that a generation of `model` was routed to the node now.
+pub(super) fn mark_used(used: &Mutex<LastUsed>, model: &str) {
+    let now = Instant::now();
+    let mut used = lock(used);
+    // Called on every routed request: no allocation once the model is known.
+    match used.get_mut(model) {
+        Some(at) => *at = now,
+        None => {
+            used.insert(model.to_owned(), now);
         }
-    }
-
-    /// Whether the head routes `model` here (draining or not).
-    pub(crate) fn serves(&self, model: &str) -> bool {
-        lock(&self.serving).eligible.iter().any(|m| m == model)
     }
 }
