@@ -71,7 +71,7 @@ fn nodes_table(view: &FleetView) -> Table<'static> {
         Row::new(vec![
             n.name.clone(),
             n.state.clone(),
-            n.models.join(","),
+            models_cell(n),
             format!("{}/{}", n.slots_busy, n.slots),
             n.in_flight.to_string(),
             n.queued.to_string(),
@@ -83,6 +83,22 @@ fn nodes_table(view: &FleetView) -> Table<'static> {
         .style(Style::new().fg(state_color(n)))
     });
     table(rows, &NODE_COLUMNS, "Nodes")
+}
+
+/// The node's models, each with its KV cache's type and size when the node
+/// reported them (`smollm2 q8_0 24M`).
+fn models_cell(node: &NodeView) -> String {
+    let described: Vec<String> = node
+        .models
+        .iter()
+        .map(|id| match node.model_memory.iter().find(|m| &m.id == id) {
+            Some(m) if !m.kv_cache_type.is_empty() => {
+                format!("{id} {} {}M", m.kv_cache_type, m.kv_bytes.div_ceil(1 << 20))
+            }
+            _ => id.clone(),
+        })
+        .collect();
+    described.join(",")
 }
 
 const RECENT_COLUMNS: [(&str, u16); 9] = [
@@ -172,6 +188,7 @@ mod tests {
     use super::*;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
+    use superfluid_head::api::fleet_view::ModelMemory;
 
     fn node(name: &str) -> NodeView {
         NodeView {
@@ -179,7 +196,11 @@ mod tests {
             name: name.into(),
             state: "up".into(),
             models: vec!["smollm2".into()],
-            model_memory: Vec::new(),
+            model_memory: vec![ModelMemory {
+                id: "smollm2".into(),
+                kv_cache_type: "q8_0".into(),
+                kv_bytes: 25_067_520,
+            }],
             hardware: "Test CPU, 4 cores, 8 GiB RAM".into(),
             slots_busy: 1,
             slots: 4,
@@ -228,6 +249,7 @@ mod tests {
         assert!(text.contains("gpu-box"), "{text}");
         assert!(text.contains("1/4"), "{text}");
         assert!(text.contains("64/4096"), "{text}");
+        assert!(text.contains("smollm2 q8_0 24M"), "{text}");
         assert!(text.contains("/v1/chat/completions"), "{text}");
         assert!(text.contains("1/1 nodes up"), "{text}");
     }
