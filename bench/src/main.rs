@@ -46,6 +46,7 @@ mod fleet;
 mod http;
 mod inprocess;
 mod keyed;
+mod kv_cache;
 mod load;
 mod measure;
 mod models;
@@ -227,8 +228,9 @@ pub struct ServeArgs {
     /// Run only these steps (comma-separated): `contenders` (every
     /// contender's decode, prefill and TTFT), `structured` (chat with a JSON
     /// schema against without, `--alone` prompts a round), `embeddings`
-    /// (superfluid serve against llama-server on /v1/embeddings). All by
-    /// default.
+    /// (superfluid serve against llama-server on /v1/embeddings),
+    /// `kv-cache` (decode with q8_0 and q4_0 KV caches against f16, `--alone`
+    /// prompts a round). All by default.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub only: Vec<ServePart>,
     /// The embedding model of the embeddings step [default:
@@ -256,6 +258,7 @@ pub enum ServePart {
     Contenders,
     Structured,
     Embeddings,
+    KvCache,
 }
 
 impl ServeArgs {

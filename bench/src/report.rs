@@ -12,6 +12,7 @@ use superfluid_node::Engine;
 
 use crate::contenders::{Contenders, Memory, PAIRS};
 use crate::embeddings::{self, EmbeddingsReport};
+use crate::kv_cache::{self, KvCacheReport};
 use crate::measure::{interleaved, Bench, Contender};
 use crate::scraper::ScrapeCounts;
 use crate::stats::{paired_median_difference, Spread, Summary};
@@ -70,6 +71,8 @@ pub struct Report {
     pub structured: Option<StructuredReport>,
     /// superfluid serve's /v1/embeddings against llama-server's.
     pub embeddings: Option<EmbeddingsReport>,
+    /// Decode with q8_0 and q4_0 KV caches against f16.
+    pub kv_cache: Option<KvCacheReport>,
 }
 
 fn at(c: &Contender, i: usize) -> &Summary {
@@ -134,6 +137,11 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
     } else {
         None
     };
+    let kv_cache = if args.runs(ServePart::KvCache) {
+        Some(kv_cache::run(args, &client).await?)
+    } else {
+        None
+    };
 
     let by_name = |name: &str| measured.iter().find(|c| c.name == name);
     let all = PAIRS
@@ -155,6 +163,7 @@ pub async fn serve(args: &ServeArgs) -> Result<Report> {
         memory,
         structured,
         embeddings,
+        kv_cache,
     })
 }
 
@@ -242,6 +251,9 @@ pub fn print_table(report: &Report) {
     }
     if let Some(e) = &report.embeddings {
         embeddings::print_table(e);
+    }
+    if let Some(k) = &report.kv_cache {
+        kv_cache::print_table(k);
     }
 }
 

@@ -15,7 +15,7 @@ use crate::ServeArgs;
 
 /// Replies shorter than this many tokens give no decode rate worth pairing
 /// (a rate needs tokens after the first, over the time they took).
-const MIN_TOKENS: u32 = 8;
+pub(crate) const MIN_TOKENS: u32 = 8;
 
 /// The characters the prompts ask about, one per request of a round.
 const SUBJECTS: [&str; 8] = [
@@ -123,7 +123,8 @@ pub struct StructuredReport {
     pub ttft_paired_overhead_ms: f64,
 }
 
-fn decode_rate(t: &RequestTiming) -> f64 {
+/// Tokens after the first over the time they took.
+pub(crate) fn decode_rate(t: &RequestTiming) -> f64 {
     f64::from(t.tokens.saturating_sub(1)) / t.decode.as_secs_f64().max(1e-9)
 }
 
