@@ -67,6 +67,18 @@ pub async fn run(command: FleetCommand) -> Result<()> {
     Ok(())
 }
 
+/// A model as the table shows it: its id, and its KV cache's type and size
+/// when the node reported them (`smollm2 q8_0 24M`).
+fn model_cell(m: &Value) -> String {
+    let id = text(&m["id"]);
+    match (m["kv_cache_type"].as_str(), m["kv_bytes"].as_u64()) {
+        (Some(kind), Some(bytes)) if !kind.is_empty() => {
+            format!("{id} {kind} {}M", bytes.div_ceil(1 << 20))
+        }
+        _ => id,
+    }
+}
+
 /// A measured rate, rounded; `-` until the node has measured it.
 fn rate(v: &Value) -> String {
     v.as_f64().map_or_else(|| "-".into(), |r| format!("{r:.0}"))
@@ -104,7 +116,7 @@ fn print_table(nodes: &[Value]) {
     for n in nodes {
         let models: Vec<String> = n["models"]
             .as_array()
-            .map(|ms| ms.iter().map(|m| text(&m["id"])).collect())
+            .map(|ms| ms.iter().map(model_cell).collect())
             .unwrap_or_default();
         println!(
             "{:<8} {:<16} {:<22} {:<32} {:>5} {:>4} {:>5} {:>6} {:>9} {:>8} {:<9} {:<12} {:<12} {:>6}",
@@ -141,5 +153,21 @@ fn print_table(nodes: &[Value]) {
         if let Some(why) = n["ineligible"].as_str() {
             println!("         gets no work: {why}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model_cell;
+    use serde_json::json;
+
+    #[test]
+    fn a_model_shows_its_kv_cache_when_the_node_reported_it() {
+        let reported = json!({"id": "smollm2", "kv_cache_type": "q8_0", "kv_bytes": 25_067_520});
+        assert_eq!(model_cell(&reported), "smollm2 q8_0 24M");
+        let older = json!({"id": "smollm2"});
+        assert_eq!(model_cell(&older), "smollm2");
+        let embedding = json!({"id": "minilm", "kv_cache_type": "", "kv_bytes": 0});
+        assert_eq!(model_cell(&embedding), "minilm");
     }
 }

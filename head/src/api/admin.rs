@@ -159,7 +159,16 @@ pub fn node_json(n: &NodeSnapshot) -> Value {
     let models: Vec<Value> = n
         .models
         .iter()
-        .map(|m| json!({"id": m.id, "ctx": m.ctx, "slots": m.slots, "sha256": m.sha256}))
+        .map(|m| {
+            json!({
+                "id": m.id,
+                "ctx": m.ctx,
+                "slots": m.slots,
+                "sha256": m.sha256,
+                "kv_cache_type": m.kv_cache_type,
+                "kv_bytes": m.kv_bytes,
+            })
+        })
         .collect();
     let labels: BTreeMap<&str, &str> = n
         .labels
