@@ -86,22 +86,46 @@ impl fmt::Display for GpuLayers {
     }
 }
 
-/// The value of `table` named `s` (any case), or an error listing the names.
-fn pick<T: Copy>(
-    what: &'static str,
-    choices: &'static str,
-    table: &[(&str, T)],
-    s: &str,
-) -> Result<T, OffloadError> {
-    table
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(s))
-        .map(|&(_, value)| value)
-        .ok_or_else(|| OffloadError::Unknown {
-            what,
-            value: s.to_owned(),
-            choices,
-        })
+/// For an enum whose values each have a name, from one list of them:
+/// `as_str`, `FromStr` (any case; anything else is an error naming the
+/// choices) and `Display`, so a setting prints back as its flag takes it.
+macro_rules! named_choices {
+    ($t:ident, $what:literal, { $($v:ident => $name:literal),+ $(,)? }) => {
+        impl $t {
+            /// Its name, as its flag takes it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($t::$v => $name),+
+                }
+            }
+        }
+
+        impl FromStr for $t {
+            type Err = OffloadError;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $(
+                    if s.eq_ignore_ascii_case($name) {
+                        return Ok($t::$v);
+                    }
+                )+
+                Err(OffloadError::Unknown {
+                    what: $what,
+                    value: s.to_owned(),
+                    choices: named_choices!(@join $($name),+),
+                })
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+    (@join $first:literal $(, $rest:literal)*) => {
+        concat!($first $(, ", ", $rest)*)
+    };
 }
 
 /// How llama.cpp spreads the model over several GPUs.
@@ -117,30 +141,11 @@ pub enum SplitMode {
     None,
 }
 
-impl SplitMode {
-    const TABLE: [(&'static str, SplitMode); 3] = [
-        ("layer", SplitMode::Layer),
-        ("row", SplitMode::Row),
-        ("none", SplitMode::None),
-    ];
-
-    /// Its name, as `--split-mode` takes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SplitMode::Layer => "layer",
-            SplitMode::Row => "row",
-            SplitMode::None => "none",
-        }
-    }
-}
-
-impl FromStr for SplitMode {
-    type Err = OffloadError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        pick("split mode", "layer, row, none", &Self::TABLE, s)
-    }
-}
+named_choices!(SplitMode, "split mode", {
+    Layer => "layer",
+    Row => "row",
+    None => "none",
+});
 
 /// The type llama.cpp stores the KV cache's keys and values in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -154,22 +159,13 @@ pub enum KvCacheType {
     Q4_0,
 }
 
+named_choices!(KvCacheType, "KV cache type", {
+    F16 => "f16",
+    Q8_0 => "q8_0",
+    Q4_0 => "q4_0",
+});
+
 impl KvCacheType {
-    const TABLE: [(&'static str, KvCacheType); 3] = [
-        ("f16", KvCacheType::F16),
-        ("q8_0", KvCacheType::Q8_0),
-        ("q4_0", KvCacheType::Q4_0),
-    ];
-
-    /// Its name, as `--kv-cache-type` takes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KvCacheType::F16 => "f16",
-            KvCacheType::Q8_0 => "q8_0",
-            KvCacheType::Q4_0 => "q4_0",
-        }
-    }
-
     /// Whether it is one of ggml's block-quantized types, which llama.cpp
     /// keeps in the V cache only with flash attention.
     pub fn is_quantized(self) -> bool {
@@ -190,14 +186,6 @@ impl KvCacheType {
     }
 }
 
-impl FromStr for KvCacheType {
-    type Err = OffloadError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        pick("KV cache type", "f16, q8_0, q4_0", &Self::TABLE, s)
-    }
-}
-
 /// Whether llama.cpp computes attention with its fused flash attention.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FlashAttn {
@@ -211,42 +199,11 @@ pub enum FlashAttn {
     Off,
 }
 
-impl FlashAttn {
-    const TABLE: [(&'static str, FlashAttn); 3] = [
-        ("auto", FlashAttn::Auto),
-        ("on", FlashAttn::On),
-        ("off", FlashAttn::Off),
-    ];
-
-    /// Its name, as `--flash-attn` takes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FlashAttn::Auto => "auto",
-            FlashAttn::On => "on",
-            FlashAttn::Off => "off",
-        }
-    }
-}
-
-impl FromStr for FlashAttn {
-    type Err = OffloadError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        pick("flash attention setting", "auto, on, off", &Self::TABLE, s)
-    }
-}
-
-/// Shows each setting by the name its flag takes.
-macro_rules! display_by_name {
-    ($($t:ty),+) => {$(
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    )+};
-}
-display_by_name!(SplitMode, KvCacheType, FlashAttn);
+named_choices!(FlashAttn, "flash attention setting", {
+    Auto => "auto",
+    On => "on",
+    Off => "off",
+});
 
 /// The share of the model each GPU takes, in llama.cpp's device order
 /// (`--tensor-split 3,1`: three quarters on the first GPU).
