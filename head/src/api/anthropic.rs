@@ -63,7 +63,7 @@ pub async fn messages(
             received,
             caller: caller.as_ref(),
         };
-        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, |_| {
+        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, || {
             if let Some(user) = req.user_id() {
                 tracing::info!(user_id = %user, "metadata.user_id");
             }

@@ -45,7 +45,7 @@ pub async fn chat(
             received,
             caller: caller.as_ref(),
         };
-        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, |_| {
+        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, || {
             req.check_fields(Endpoint::Chat)?;
             log_user(&req);
             let mut request = GenerationRequest::new(
@@ -98,7 +98,7 @@ pub async fn completions(
             received,
             caller: caller.as_ref(),
         };
-        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, |_| {
+        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, || {
             let text = req.prompt_text()?;
             req.check_fields(Endpoint::Completions)?;
             log_user(&req);

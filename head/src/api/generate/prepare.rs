@@ -56,16 +56,16 @@ pub struct Started {
 
 /// Prepares a request for the caller: model `id` admitted first (404 for a
 /// model not served, 403 for one the key may not use, 400 for an
-/// embedding model), then the rest decoded by `decode`, which may read the
-/// model's codec, then prepared for it.
+/// embedding model), then the rest decoded by `decode`, then prepared for
+/// it.
 pub(crate) async fn prepare(
     admission: &Admission<'_>,
     counted: Option<&Extension<RequestModel>>,
     id: &str,
-    decode: impl FnOnce(&Arc<ModelCodec>) -> Result<GenerationRequest, ApiError>,
+    decode: impl FnOnce() -> Result<GenerationRequest, ApiError>,
 ) -> Result<Prepared, ApiError> {
     let codec = admission.text_model(id, counted)?;
-    let request = decode(&codec)?;
+    let request = decode()?;
     prepare_for(admission, codec, request).await
 }
 

@@ -79,7 +79,7 @@ pub async fn generate(
             received,
             caller: caller.as_ref(),
         };
-        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, |_| {
+        let prepared = prepare(&admission, counted.as_ref(), req.model_id()?, || {
             let mut request = GenerationRequest::new(
                 Prompt::chat(req.chat_messages()?),
                 "messages",
